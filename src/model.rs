@@ -370,3 +370,37 @@ mod tests {
         assert!("robot".parse::<Variant>().is_err());
     }
 }
+
+/// Where a log line came from. Streams are kept apart on disk and in the diagnosis
+/// catalog (a signature says which stream it trusts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    /// The vLLM server process (container main process).
+    Server,
+    /// The benchmark client (exec in the container, or the offline benchmark).
+    Bench,
+    /// The runtime's own steps: container lifecycle, patch application, fix recipes.
+    Docker,
+    /// Image pull messages.
+    Pull,
+}
+
+impl Stream {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Server => "server",
+            Stream::Bench => "bench",
+            Stream::Docker => "docker",
+            Stream::Pull => "pull",
+        }
+    }
+}
+
+/// Which pipe of a process a line was written to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pipe {
+    Stdout,
+    Stderr,
+}
