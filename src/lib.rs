@@ -3,6 +3,17 @@
 //! The core (plan, parse, diagnose, policy, scheduler, state) is pure and synchronous;
 //! adapters (sim, docker, sled store, terminal, NVML) sit at the edges.
 
+pub mod bench;
 pub mod category;
 pub mod cli;
+pub mod diagnose;
+pub mod engine;
+pub mod event;
+pub mod headless;
 pub mod model;
+pub mod parse;
+pub mod plan;
+pub mod policy;
+pub mod runtime;
+pub mod scheduler;
+pub mod state;

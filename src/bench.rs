@@ -1,0 +1,102 @@
+//! `nightshift bench engine`: the engine with the sim runtime at max speed over many runs;
+//! prints runs/s and peak RSS.
+
+use crate::engine::{Engine, EngineOptions};
+use crate::plan::Plan;
+use crate::runtime::sim::{SimRuntime, Speed};
+use std::fmt::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A synthetic plan with `runs` runs (commits × baseline/human/agent), a realistic mix of
+/// kinds and failures, kept in memory.
+pub fn synthetic_plan(runs: usize) -> Plan {
+    let commits = runs.div_ceil(3);
+    let mut t = String::from(
+        "schema_version = 1\nname = \"bench\"\n[defaults]\nvariants = [\"baseline\", \"human\", \"agent\"]\n[[agents]]\nid = \"a\"\n",
+    );
+    let cmds = [
+        ("serving", "python benchmarks/benchmark_serving.py --model m/x --num-prompts 100"),
+        ("throughput", "python benchmarks/benchmark_throughput.py --model m/x --input-len 256 --output-len 256"),
+        ("latency", "python benchmarks/benchmark_latency.py --model m/x --batch-size 1"),
+    ];
+    let fails = [
+        "",
+        "",
+        "",
+        "broken_pipe",
+        "cuda_oom",
+        "no_metrics",
+        "aimv2_conflict",
+        "image_not_found",
+    ];
+    for i in 0..commits {
+        let (_, cmd) = cmds[i % cmds.len()];
+        let _ = writeln!(t, "[[commits]]\ncommit = \"{:040x}\"\nparent = \"{:040x}\"\nmodel = \"m/x\"\ngpu_config = \"H100:1\"\nperf_command = '''{cmd}'''", (i as u128) << 8 | 0xabc, (i as u128) << 8 | 0xdef);
+        let f = fails[i % fails.len()];
+        if !f.is_empty() {
+            let _ = writeln!(t, "sim = {{ fail = \"{f}\", transient = true }}");
+        }
+    }
+    Plan::from_str_at(
+        "bench.toml",
+        t,
+        std::path::Path::new("."),
+        std::path::Path::new("bench.toml"),
+    )
+    .expect("synthetic plan is valid")
+}
+
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+}
+
+pub fn engine(runs: usize) -> i32 {
+    let plan = Arc::new(synthetic_plan(runs));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
+    let n = plan.runs.len();
+    let started = Instant::now();
+    let result = rt.block_on(async {
+        let (engine, _cmds) = Engine::new(
+            plan.clone(),
+            Arc::new(SimRuntime::new(Speed::Max)),
+            EngineOptions {
+                gpus: 8,
+                seed: 1,
+                wait_for_operator: false,
+            },
+        );
+        engine.run(tokio_util::sync::CancellationToken::new()).await
+    });
+    let elapsed = started.elapsed();
+    match result {
+        Ok((summary, _)) => {
+            println!(
+                "engine bench: {n} runs ({} attempts finished) in {:.3}s",
+                summary.counts.done(),
+                elapsed.as_secs_f64()
+            );
+            println!("  runs/s       {:.0}", n as f64 / elapsed.as_secs_f64());
+            if let Some(kib) = peak_rss_kib() {
+                println!("  peak RSS     {:.1} MiB", kib as f64 / 1024.0);
+            }
+            println!(
+                "  success {} failed {} skipped {}",
+                summary.counts.success, summary.counts.failed, summary.counts.skipped
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}

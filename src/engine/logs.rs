@@ -1,0 +1,116 @@
+//! Full logs on disk: one file per run, attempt, stream and pipe, every line, never
+//! truncated. The TUI keeps only a bounded ring; this is the record.
+
+use super::observer::Observer;
+use crate::event::{Envelope, Event};
+use crate::model::{Pipe, RunId, RunState};
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+pub struct LogWriter {
+    dir: PathBuf,
+    keys: Vec<String>,
+    open: HashMap<(RunId, u32, &'static str), BufWriter<File>>,
+}
+
+/// `<dir>/<key with / as __>/attempt-<n>/<stream>.<pipe>.log`
+pub fn log_path(dir: &Path, key: &str, attempt: u32, stream: &str, pipe: Pipe) -> PathBuf {
+    let pipe = match pipe {
+        Pipe::Stdout => "stdout",
+        Pipe::Stderr => "stderr",
+    };
+    dir.join(sanitize(key))
+        .join(format!("attempt-{attempt}"))
+        .join(format!("{stream}.{pipe}.log"))
+}
+
+fn sanitize(key: &str) -> String {
+    key.chars()
+        .map(|c| match c {
+            '/' => '_',
+            c if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' => c,
+            _ => '-',
+        })
+        .collect()
+}
+
+impl LogWriter {
+    pub fn new(dir: PathBuf, keys: Vec<String>) -> Self {
+        LogWriter {
+            dir,
+            keys,
+            open: HashMap::new(),
+        }
+    }
+
+    fn close_run(&mut self, run: RunId) -> anyhow::Result<()> {
+        let keys: Vec<_> = self.open.keys().filter(|k| k.0 == run).copied().collect();
+        for k in keys {
+            if let Some(mut w) = self.open.remove(&k) {
+                w.flush()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Observer for LogWriter {
+    fn on_event(&mut self, env: &Envelope) -> anyhow::Result<()> {
+        match &env.event {
+            Event::Log {
+                run,
+                attempt,
+                stream,
+                pipe,
+                line,
+            } => {
+                let name: &'static str = match (stream.as_str(), pipe) {
+                    (s, Pipe::Stdout) => match s {
+                        "server" => "server.stdout",
+                        "bench" => "bench.stdout",
+                        "docker" => "docker.stdout",
+                        _ => "pull.stdout",
+                    },
+                    (s, Pipe::Stderr) => match s {
+                        "server" => "server.stderr",
+                        "bench" => "bench.stderr",
+                        "docker" => "docker.stderr",
+                        _ => "pull.stderr",
+                    },
+                };
+                let k = (*run, *attempt, name);
+                if !self.open.contains_key(&k) {
+                    let key = self
+                        .keys
+                        .get(run.0 as usize)
+                        .cloned()
+                        .unwrap_or_else(|| run.0.to_string());
+                    let path = log_path(&self.dir, &key, *attempt, stream.as_str(), *pipe);
+                    if let Some(parent) = path.parent() {
+                        fs::create_dir_all(parent)?;
+                    }
+                    let f = fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&path)?;
+                    self.open.insert(k, BufWriter::new(f));
+                }
+                let w = self.open.get_mut(&k).expect("just opened");
+                w.write_all(line.as_bytes())?;
+                w.write_all(b"\n")?;
+            }
+            Event::State { run, to, .. } if !matches!(to, RunState::Active { .. }) => {
+                self.close_run(*run)?;
+            }
+            Event::SweepFinished { .. } => {
+                for (_, mut w) in self.open.drain() {
+                    w.flush()?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

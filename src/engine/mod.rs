@@ -1,0 +1,935 @@
+//! The engine: one `tokio::select!` loop that starts runs on the runtime as GPUs allow,
+//! folds what they report into state, parses and diagnoses, asks the policy what to do,
+//! and applies operator commands. Every change goes out as an event to the observers
+//! (store, logs, views) before the engine acts on it.
+
+pub mod logs;
+pub mod observer;
+
+use crate::category::{Action, Category};
+use crate::diagnose::{self, Catalog, FailureContext, Scanner};
+use crate::event::{now_ms, Command, Envelope, Event, Finding};
+use crate::model::{Outcome, RunId, RunState, Stage, Stream};
+use crate::parse::{self, StreamParser};
+use crate::plan::{BenchKind, Plan};
+use crate::policy::{Policy, PolicyConfig};
+use crate::runtime::{RunEnd, RunJob, RunReport, RunSink, Runtime, RuntimeMsg};
+use crate::scheduler::{self, Candidate, GpuPool};
+use crate::state::SweepState;
+use observer::Observer;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// GPUs on this machine (never oversubscribed).
+    pub gpus: u32,
+    /// Seed for deterministic simulation and backoff jitter.
+    pub seed: u64,
+    /// Keep held runs waiting for an operator (TUI). Headless: held runs end as failed
+    /// when nothing else is left to do, and the sweep can be resumed to retry them.
+    pub wait_for_operator: bool,
+}
+
+/// A run being executed.
+struct Active {
+    attempt: u32,
+    stage: Stage,
+    cancel: CancellationToken,
+    cancel_requested: bool,
+    parser: StreamParser,
+    scanner: Scanner,
+    gpus: Vec<u32>,
+    started: Instant,
+    version_seen: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub counts: crate::state::Counts,
+    pub failures: BTreeMap<Category, usize>,
+    pub wall: Duration,
+    pub gpu_seconds: f64,
+    pub paused: Option<String>,
+    pub interrupted: bool,
+    pub leftovers_removed: Vec<String>,
+}
+
+pub struct Engine {
+    plan: Arc<Plan>,
+    runtime: Arc<dyn Runtime>,
+    opts: EngineOptions,
+    state: SweepState,
+    pool: GpuPool,
+    policy: Policy,
+    catalog: Arc<Catalog>,
+    observers: Vec<Box<dyn Observer>>,
+    seq: u64,
+    active: HashMap<RunId, Active>,
+    not_before: HashMap<RunId, Instant>,
+    /// Fixes to apply on the next attempt of a run.
+    pending_fixes: HashMap<RunId, Vec<String>>,
+    /// Environment added to every variant of a commit by commit-scope recipes.
+    commit_env: HashMap<usize, BTreeMap<String, String>>,
+    /// Plan-time predictions (e.g. the port-binding bug), shown before the night starts.
+    predicted: HashMap<RunId, Finding>,
+    gpu_ms: u128,
+    cmd_rx: mpsc::UnboundedReceiver<Command>,
+    msg_tx: mpsc::Sender<(RunId, u32, RuntimeMsg)>,
+    msg_rx: mpsc::Receiver<(RunId, u32, RuntimeMsg)>,
+}
+
+/// Where operators send commands to a running engine.
+pub type CommandSender = mpsc::UnboundedSender<Command>;
+
+impl Engine {
+    pub fn new(
+        plan: Arc<Plan>,
+        runtime: Arc<dyn Runtime>,
+        opts: EngineOptions,
+    ) -> (Engine, CommandSender) {
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let (msg_tx, msg_rx) = mpsc::channel(4096);
+        let state = SweepState::for_plan(&plan);
+        let engine = Engine {
+            pool: GpuPool::new(opts.gpus),
+            plan,
+            runtime,
+            opts,
+            state,
+            policy: Policy::new(PolicyConfig::default()),
+            catalog: Arc::new(Catalog::builtin()),
+            observers: Vec::new(),
+            seq: 0,
+            active: HashMap::new(),
+            not_before: HashMap::new(),
+            pending_fixes: HashMap::new(),
+            commit_env: HashMap::new(),
+            predicted: HashMap::new(),
+            gpu_ms: 0,
+            cmd_rx,
+            msg_tx,
+            msg_rx,
+        };
+        (engine, cmd_tx)
+    }
+
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    pub fn with_catalog(mut self, catalog: Arc<Catalog>) -> Self {
+        self.catalog = catalog;
+        self
+    }
+
+    /// Start from a stored state (resume). Runs caught mid-flight become new attempts.
+    pub fn with_state(mut self, state: SweepState) -> Self {
+        if state.runs.len() == self.state.runs.len() {
+            self.state = state;
+        }
+        self
+    }
+
+    pub fn observe(&mut self, o: Box<dyn Observer>) {
+        self.observers.push(o);
+    }
+
+    pub fn state(&self) -> &SweepState {
+        &self.state
+    }
+
+    fn emit(&mut self, event: Event) -> anyhow::Result<()> {
+        self.seq += 1;
+        let env = Envelope {
+            seq: self.seq,
+            at_ms: now_ms(),
+            event,
+        };
+        if let Err(e) = self.state.apply(&env) {
+            // A runtime reporting an impossible step is a bug there, not a reason to lose
+            // the sweep: record it as a log line and carry on.
+            tracing_warn(&format!("ignored event: {e}"));
+            return Ok(());
+        }
+        for o in &mut self.observers {
+            o.on_event(&env)?;
+        }
+        Ok(())
+    }
+
+    fn set_state(
+        &mut self,
+        run: RunId,
+        to: RunState,
+        detail: Option<String>,
+    ) -> anyhow::Result<()> {
+        let rec = self.state.run(run);
+        let from = rec.state.clone();
+        let attempt = if crate::model::starts_new_attempt(&from, &to)
+            || (from.is_active() && to == RunState::Queued)
+        {
+            rec.attempt + 1
+        } else if from == RunState::Queued && to.is_active() {
+            rec.attempt.max(1)
+        } else {
+            rec.attempt
+        };
+        let gpus = self
+            .active
+            .get(&run)
+            .map(|a| a.gpus.clone())
+            .unwrap_or_default();
+        self.emit(Event::State {
+            run,
+            attempt,
+            from,
+            to,
+            detail,
+            gpus,
+        })
+    }
+
+    /// Run the sweep until every run is finished, the operator shuts it down, or (headless)
+    /// only held or paused work remains.
+    pub async fn run(
+        mut self,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<(Summary, SweepState)> {
+        let started = Instant::now();
+        let mut summary = Summary::default();
+        match self.runtime.cleanup_leftovers(&self.plan.name).await {
+            Ok(removed) => summary.leftovers_removed = removed,
+            Err(e) => tracing_warn(&format!("could not look for leftovers: {e:#}")),
+        }
+        let (name, runs, gpus, rt) = (
+            self.plan.name.clone(),
+            self.plan.runs.len(),
+            self.opts.gpus,
+            self.runtime.name().to_string(),
+        );
+        self.emit(Event::SweepStarted {
+            name,
+            runs,
+            gpus,
+            runtime: rt,
+        })?;
+        self.prepare_runs()?;
+
+        loop {
+            if !shutdown.is_cancelled() {
+                self.start_runs()?;
+            }
+            if self.active.is_empty() {
+                if shutdown.is_cancelled() {
+                    summary.interrupted = true;
+                    break;
+                }
+                let queued_waiting = self.state.runs.iter().enumerate().any(|(i, r)| {
+                    r.state == RunState::Queued && self.plan.runs[i].gpus <= self.opts.gpus
+                });
+                let held = self.state.counts().held > 0;
+                let paused = self.state.paused.is_some();
+                if !self.opts.wait_for_operator {
+                    if paused || (!queued_waiting && !held) {
+                        break;
+                    }
+                    if !queued_waiting && held {
+                        self.finalize_held()?;
+                        break;
+                    }
+                } else if !queued_waiting && !held && !paused {
+                    break;
+                }
+            }
+            let wake = self
+                .not_before
+                .values()
+                .min()
+                .copied()
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            tokio::select! {
+                Some((run, attempt, msg)) = self.msg_rx.recv() => self.on_runtime(run, attempt, msg)?,
+                Some(cmd) = self.cmd_rx.recv() => {
+                    if cmd == Command::Shutdown {
+                        shutdown.cancel();
+                    }
+                    self.on_command(cmd)?;
+                }
+                _ = tokio::time::sleep_until(wake) => {
+                    let now = Instant::now();
+                    self.not_before.retain(|_, t| *t > now);
+                }
+                _ = shutdown.cancelled(), if !self.active.is_empty() && !self.active.values().all(|a| a.cancel.is_cancelled()) => {
+                    for a in self.active.values() {
+                        a.cancel.cancel();
+                    }
+                }
+            }
+        }
+        summary.counts = self.state.counts();
+        summary.failures = self.state.failures_by_category();
+        summary.wall = started.elapsed();
+        summary.gpu_seconds = self.gpu_ms as f64 / 1000.0;
+        summary.paused = self.state.paused.clone();
+        self.emit(Event::SweepFinished {
+            interrupted: summary.interrupted,
+        })?;
+        Ok((summary, self.state))
+    }
+
+    /// Skip what cannot run, re-queue what a crash interrupted, predict known bugs.
+    fn prepare_runs(&mut self) -> anyhow::Result<()> {
+        let plan = self.plan.clone();
+        for spec in &plan.runs {
+            let id = spec.id;
+            let st = self.state.run(id).state.clone();
+            if st.is_active() {
+                self.set_state(
+                    id,
+                    RunState::Queued,
+                    Some("interrupted: re-queued as a new attempt".into()),
+                )?;
+            }
+            if self.state.run(id).state != RunState::Queued {
+                continue;
+            }
+            let reason = if let Some(r) = &spec.skip_reason {
+                Some(r.clone())
+            } else if spec.gpus > self.opts.gpus {
+                Some(format!(
+                    "needs {} GPUs; this machine has {}",
+                    spec.gpus, self.opts.gpus
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                self.set_state(
+                    id,
+                    RunState::Finished {
+                        outcome: Outcome::Skipped {
+                            reason: reason.clone(),
+                        },
+                    },
+                    Some(reason),
+                )?;
+                continue;
+            }
+            let commit = plan.commit_of(spec);
+            if let Some(v) = &commit.vllm_version {
+                if let Some(d) = diagnose::predict_port_bug(v, commit.needs_server()) {
+                    let finding = Finding {
+                        category: d.category,
+                        evidence: d.evidence,
+                        action: Action::Operator,
+                        recipe: d.recipe,
+                        reason: format!("predicted {} (vLLM {v}, serving)", d.category),
+                        predicted: true,
+                    };
+                    self.predicted.insert(id, finding.clone());
+                    let attempt = self.state.run(id).attempt;
+                    self.emit(Event::Diagnosed {
+                        run: id,
+                        attempt,
+                        finding,
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finalize_held(&mut self) -> anyhow::Result<()> {
+        let held: Vec<(RunId, Category)> = self
+            .state
+            .runs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| match r.state {
+                RunState::Held { category } => Some((RunId(i as u32), category)),
+                _ => None,
+            })
+            .collect();
+        for (id, category) in held {
+            self.set_state(
+                id,
+                RunState::Finished {
+                    outcome: Outcome::Failed { category },
+                },
+                Some(
+                    "held for an operator; none attached (headless) — retry with --retry-failed"
+                        .into(),
+                ),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn start_runs(&mut self) -> anyhow::Result<()> {
+        if self.state.paused.is_some() {
+            return Ok(());
+        }
+        loop {
+            let now = Instant::now();
+            let mut commit_started: HashMap<usize, Vec<u32>> = HashMap::new();
+            for (i, r) in self.state.runs.iter().enumerate() {
+                if r.attempt > 0 || !r.state.is_active() && r.state != RunState::Queued {
+                    let c = self.plan.runs[i].commit;
+                    let entry = commit_started.entry(c).or_default();
+                    if entry.is_empty() {
+                        entry.extend(r.gpus.iter().copied());
+                    }
+                }
+            }
+            let candidates: Vec<Candidate> = self
+                .state
+                .runs
+                .iter()
+                .enumerate()
+                .filter(|(i, r)| {
+                    r.state == RunState::Queued
+                        && self
+                            .not_before
+                            .get(&RunId(*i as u32))
+                            .is_none_or(|t| *t <= now)
+                        && self.plan.runs[*i].gpus <= self.opts.gpus
+                })
+                .map(|(i, _)| {
+                    let spec = &self.plan.runs[i];
+                    let started = commit_started.get(&spec.commit);
+                    Candidate {
+                        index: i,
+                        commit: spec.commit,
+                        variant_order: spec.variant.order(),
+                        gpus: spec.gpus,
+                        preferred: started.cloned().unwrap_or_default(),
+                        commit_started: started.is_some(),
+                    }
+                })
+                .collect();
+            let Some(index) = scheduler::pick(&candidates, &self.pool) else {
+                return Ok(());
+            };
+            let preferred = candidates
+                .iter()
+                .find(|c| c.index == index)
+                .map(|c| c.preferred.clone())
+                .unwrap_or_default();
+            let gpus = self
+                .pool
+                .take(self.plan.runs[index].gpus, &preferred)
+                .expect("scheduler picked a run that fits");
+            self.start(RunId(index as u32), gpus)?;
+        }
+    }
+
+    fn start(&mut self, id: RunId, gpus: Vec<u32>) -> anyhow::Result<()> {
+        let plan = self.plan.clone();
+        let spec = &plan.runs[id.0 as usize];
+        let commit = plan.commit_of(spec);
+        let attempt = self.state.run(id).attempt.max(1);
+        let cancel = CancellationToken::new();
+        self.active.insert(
+            id,
+            Active {
+                attempt,
+                stage: Stage::PreparingImage,
+                cancel: cancel.clone(),
+                cancel_requested: false,
+                parser: StreamParser::new(),
+                scanner: Scanner::new(self.catalog.clone()),
+                gpus: gpus.clone(),
+                started: Instant::now(),
+                version_seen: false,
+            },
+        );
+        self.set_state(
+            id,
+            RunState::Active {
+                stage: Stage::PreparingImage,
+            },
+            None,
+        )?;
+        let view = commit.view.clone().unwrap_or_else(|| {
+            crate::plan::CommandView::parse("true").expect("trivial command parses")
+        });
+        let kind = commit.kind().unwrap_or(BenchKind::Serving);
+        let mut env = self
+            .commit_env
+            .get(&spec.commit)
+            .cloned()
+            .unwrap_or_default();
+        let fixes = self.pending_fixes.remove(&id).unwrap_or_default();
+        for f in &fixes {
+            if let Some(e) = fix_env(f) {
+                env.extend(e);
+            }
+        }
+        let seed = mix(self.opts.seed, &spec.key, attempt);
+        let job = RunJob {
+            run: id,
+            attempt,
+            key: spec.key.clone(),
+            sweep: plan.name.clone(),
+            commit: commit.commit.clone(),
+            parent: commit.parent.clone(),
+            variant: spec.variant.clone(),
+            image: spec.image.clone().unwrap_or_default(),
+            model: commit.model.clone(),
+            command: commit.perf_command.clone().unwrap_or_default(),
+            view,
+            kind,
+            gpus,
+            server_start_timeout: Duration::from_secs(spec.server_start_timeout_s),
+            run_timeout: Duration::from_secs(spec.run_timeout_s),
+            env,
+            fixes,
+            patch: spec.patch.as_ref().map(|p| {
+                plan.path
+                    .parent()
+                    .unwrap_or(std::path::Path::new("."))
+                    .join(p)
+            }),
+            patch_dir: plan.images.patch_dir.clone(),
+            vllm_version: commit.vllm_version.clone(),
+            sim: commit.sim.clone(),
+            seed,
+        };
+        let runtime = self.runtime.clone();
+        let sink = RunSink::new(id, attempt, self.msg_tx.clone());
+        tokio::spawn(async move {
+            let done = sink.clone();
+            let report = runtime.execute(job, sink, cancel).await;
+            done.send(RuntimeMsg::Done(report)).await;
+        });
+        Ok(())
+    }
+
+    fn on_runtime(&mut self, run: RunId, attempt: u32, msg: RuntimeMsg) -> anyhow::Result<()> {
+        let Some(a) = self.active.get_mut(&run) else {
+            return Ok(());
+        };
+        if a.attempt != attempt {
+            return Ok(());
+        }
+        match msg {
+            RuntimeMsg::Stage(stage) => {
+                if stage > a.stage {
+                    a.stage = stage;
+                    self.set_state(run, RunState::Active { stage }, None)?;
+                }
+            }
+            RuntimeMsg::Log { stream, pipe, line } => {
+                a.scanner.feed(stream, &line);
+                let mut updates = Vec::new();
+                if stream == Stream::Bench {
+                    updates = a.parser.feed_line(line.as_bytes());
+                }
+                let mut version = None;
+                if stream == Stream::Server && !a.version_seen {
+                    if let Some(v) = parse::detect_version(&line) {
+                        a.version_seen = true;
+                        version = Some(v);
+                    }
+                }
+                self.emit(Event::Log {
+                    run,
+                    attempt,
+                    stream,
+                    pipe,
+                    line,
+                })?;
+                for u in updates {
+                    self.emit(Event::Metric {
+                        run,
+                        attempt,
+                        key: u.key,
+                        value: u.value,
+                    })?;
+                }
+                if let Some(version) = version {
+                    self.emit(Event::VllmVersion { run, version })?;
+                }
+            }
+            RuntimeMsg::Pull { layer, done, total } => self.emit(Event::Pull {
+                run,
+                layer,
+                done,
+                total,
+            })?,
+            RuntimeMsg::FixApplied { recipe } => self.emit(Event::FixApplied {
+                run,
+                attempt,
+                recipe,
+            })?,
+            RuntimeMsg::Provenance { key, value } => self.emit(Event::Provenance {
+                run,
+                attempt,
+                key,
+                value,
+            })?,
+            RuntimeMsg::Done(report) => self.finish(run, report)?,
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, run: RunId, report: RunReport) -> anyhow::Result<()> {
+        let Some(a) = self.active.remove(&run) else {
+            return Ok(());
+        };
+        self.pool.release(&a.gpus);
+        self.gpu_ms += a.started.elapsed().as_millis() * a.gpus.len() as u128;
+        let spec = self.plan.runs[run.0 as usize].clone();
+        let commit = self.plan.commit_of(&spec).clone();
+        let stage = a.stage;
+        let attempt = a.attempt;
+        if report.end == RunEnd::Cancelled {
+            // Operator cancel ends the run; a shutdown re-queues it for the next resume.
+            let to = if a.cancel_requested {
+                RunState::Finished {
+                    outcome: Outcome::Cancelled,
+                }
+            } else {
+                RunState::Queued
+            };
+            let detail = if a.cancel_requested {
+                "cancelled by the operator"
+            } else {
+                "interrupted by shutdown"
+            };
+            return self.set_state(run, to, Some(detail.into()));
+        }
+        let mut result = a.parser.finish();
+        for f in &report.result_files {
+            if let Ok(bytes) = std::fs::read(f) {
+                let r = parse::parse_bytes(&bytes);
+                if r.has_result() {
+                    result.metrics.extend(r.metrics);
+                }
+            }
+        }
+        let bench_exit = match report.end {
+            RunEnd::BenchExited { exit_code } => Some(exit_code),
+            _ => None,
+        };
+        if bench_exit.is_some() && stage < Stage::Parsing {
+            self.set_state(
+                run,
+                RunState::Active {
+                    stage: Stage::Parsing,
+                },
+                None,
+            )?;
+        }
+        let ok = bench_exit == Some(0)
+            && result.has_result()
+            && result.successful_requests().is_none_or(|n| n > 0.0);
+        if ok {
+            for (k, v) in result.metrics.clone() {
+                self.emit(Event::Metric {
+                    run,
+                    attempt,
+                    key: k,
+                    value: v,
+                })?;
+            }
+            self.policy.record_success();
+            return self.set_state(
+                run,
+                RunState::Finished {
+                    outcome: Outcome::Success,
+                },
+                None,
+            );
+        }
+        let ctx = FailureContext {
+            stage: Some(stage),
+            exit_code: match &report.end {
+                RunEnd::BenchExited { exit_code } => Some(*exit_code),
+                RunEnd::ServerDied { exit_code } => *exit_code,
+                _ => None,
+            },
+            signal: None,
+            timed_out: matches!(report.end, RunEnd::Timeout { .. }),
+            serving: commit.needs_server(),
+            vllm_version: self
+                .state
+                .run(run)
+                .vllm_version
+                .clone()
+                .or(commit.vllm_version.clone()),
+            bench_finished: bench_exit.is_some(),
+            has_result: result.has_result(),
+            successful_requests: result.successful_requests(),
+            patch_failed: matches!(report.end, RunEnd::PatchFailed { .. }),
+            pull_error: match &report.end {
+                RunEnd::ImageMissing { message } | RunEnd::DiskFull { message } => {
+                    Some(message.clone())
+                }
+                _ => None,
+            },
+            image_missing: matches!(report.end, RunEnd::ImageMissing { .. }),
+            disk_full: matches!(report.end, RunEnd::DiskFull { .. }),
+        };
+        let diagnosis = a
+            .scanner
+            .conclude(&ctx)
+            .unwrap_or_else(|| diagnose::Diagnosis {
+                category: Category::Other,
+                evidence: end_text(&report.end),
+                stream: None,
+                line_no: None,
+                recipe: None,
+                predicted: false,
+            });
+        let applied = self.state.run(run).fixes.clone();
+        let decision = self.policy.decide(&diagnosis, attempt, &applied);
+        let category = diagnosis.category;
+        let finding = Finding {
+            category,
+            evidence: if diagnosis.evidence.is_empty() {
+                end_text(&report.end)
+            } else {
+                diagnosis.evidence.clone()
+            },
+            action: decision.action,
+            recipe: decision.recipe.clone().or(diagnosis.recipe.clone()),
+            reason: decision.reason.clone(),
+            predicted: false,
+        };
+        self.emit(Event::Diagnosed {
+            run,
+            attempt,
+            finding: finding.clone(),
+        })?;
+        if let Some(reason) = &decision.pause_sweep {
+            self.emit(Event::Paused {
+                reason: reason.clone(),
+            })?;
+        }
+        let failed = RunState::Finished {
+            outcome: Outcome::Failed { category },
+        };
+        match decision.action {
+            Action::Retry => {
+                self.set_state(run, failed, Some(decision.reason.clone()))?;
+                let delay = decision.retry_after.unwrap_or_default();
+                self.not_before.insert(run, Instant::now() + delay);
+                self.set_state(
+                    run,
+                    RunState::Queued,
+                    Some(format!("retry after {}s", delay.as_secs())),
+                )?;
+            }
+            Action::AutoFix => {
+                self.set_state(run, failed, Some(decision.reason.clone()))?;
+                if let Some(r) = &finding.recipe {
+                    self.queue_fix(run, r);
+                }
+                self.set_state(
+                    run,
+                    RunState::Queued,
+                    Some(format!(
+                        "retry with fix {}",
+                        finding.recipe.clone().unwrap_or_default()
+                    )),
+                )?;
+            }
+            Action::Operator => self.set_state(
+                run,
+                RunState::Held { category },
+                Some(decision.reason.clone()),
+            )?,
+            Action::PauseSweep => {
+                self.set_state(
+                    run,
+                    RunState::Held { category },
+                    Some(decision.reason.clone()),
+                )?;
+                if self.state.paused.is_none() {
+                    self.emit(Event::Paused {
+                        reason: decision.reason.clone(),
+                    })?;
+                }
+            }
+            Action::Skip => self.set_state(run, failed, Some(decision.reason.clone()))?,
+        }
+        Ok(())
+    }
+
+    fn queue_fix(&mut self, run: RunId, recipe: &str) {
+        let spec = &self.plan.runs[run.0 as usize];
+        if let Some(env) = fix_env(recipe) {
+            // Commit-scope workarounds apply to every variant so they stay comparable.
+            self.commit_env.entry(spec.commit).or_default().extend(env);
+        }
+        self.pending_fixes
+            .entry(run)
+            .or_default()
+            .push(recipe.to_string());
+    }
+
+    fn on_command(&mut self, cmd: Command) -> anyhow::Result<()> {
+        self.emit(Event::Operator {
+            command: cmd.clone(),
+        })?;
+        match cmd {
+            Command::Retry { run } => self.requeue(run, None)?,
+            Command::ApplyFix { run, recipe } => {
+                let recipe = recipe.or_else(|| {
+                    self.state
+                        .run(run)
+                        .finding
+                        .as_ref()
+                        .and_then(|f| f.recipe.clone())
+                });
+                if let Some(r) = recipe {
+                    self.requeue(run, Some(r))?;
+                }
+            }
+            Command::Skip { run } => self.skip(run, "skipped by the operator")?,
+            Command::SkipCategory { category } => {
+                let ids: Vec<RunId> = (0..self.state.runs.len() as u32).map(RunId).collect();
+                for id in ids {
+                    let r = self.state.run(id);
+                    let matches = match &r.state {
+                        RunState::Held { category: c } => *c == category,
+                        RunState::Queued => {
+                            self.predicted
+                                .get(&id)
+                                .is_some_and(|f| f.category == category)
+                                || r.finding.as_ref().is_some_and(|f| f.category == category)
+                        }
+                        _ => false,
+                    };
+                    if matches {
+                        self.skip(id, &format!("skipped by the operator: all {category}"))?;
+                    }
+                }
+            }
+            Command::Pause => {
+                if self.state.paused.is_none() {
+                    self.emit(Event::Paused {
+                        reason: "paused by the operator".into(),
+                    })?;
+                }
+            }
+            Command::Resume => {
+                if self.state.paused.is_some() {
+                    self.emit(Event::Resumed)?;
+                }
+            }
+            Command::Cancel { run } => {
+                if let Some(a) = self.active.get_mut(&run) {
+                    a.cancel_requested = true;
+                    a.cancel.cancel();
+                } else if self.state.run(run).state == RunState::Queued {
+                    self.set_state(
+                        run,
+                        RunState::Finished {
+                            outcome: Outcome::Cancelled,
+                        },
+                        Some("cancelled by the operator".into()),
+                    )?;
+                }
+            }
+            Command::Shutdown => {}
+        }
+        Ok(())
+    }
+
+    fn requeue(&mut self, run: RunId, fix: Option<String>) -> anyhow::Result<()> {
+        if run.0 as usize >= self.state.runs.len() {
+            return Ok(());
+        }
+        let st = self.state.run(run).state.clone();
+        if matches!(st, RunState::Held { .. } | RunState::Finished { .. }) {
+            if let Some(f) = &fix {
+                self.queue_fix(run, f);
+            }
+            self.not_before.remove(&run);
+            let detail = match fix {
+                Some(f) => format!("operator: retry with fix {f}"),
+                None => "operator: retry".into(),
+            };
+            self.set_state(run, RunState::Queued, Some(detail))?;
+        }
+        Ok(())
+    }
+
+    fn skip(&mut self, run: RunId, reason: &str) -> anyhow::Result<()> {
+        if run.0 as usize >= self.state.runs.len() {
+            return Ok(());
+        }
+        let st = self.state.run(run).state.clone();
+        let to = RunState::Finished {
+            outcome: Outcome::Skipped {
+                reason: reason.into(),
+            },
+        };
+        if crate::model::transition(&st, &to).is_ok() {
+            self.set_state(run, to, Some(reason.into()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Environment a recipe adds (commit-scope workarounds). Recipes that edit the image are
+/// applied by the runtime instead.
+fn fix_env(recipe: &str) -> Option<BTreeMap<String, String>> {
+    match recipe {
+        "port-bug-spawn" => Some(BTreeMap::from([(
+            "VLLM_WORKER_MULTIPROC_METHOD".to_string(),
+            "spawn".to_string(),
+        )])),
+        _ => None,
+    }
+}
+
+fn end_text(end: &RunEnd) -> String {
+    match end {
+        RunEnd::BenchExited { exit_code } => format!("benchmark exited with status {exit_code}"),
+        RunEnd::ServerDied { exit_code } => match exit_code {
+            Some(c) => format!("server exited with status {c}"),
+            None => "server exited".into(),
+        },
+        RunEnd::Timeout { stage } => format!("{stage} timed out"),
+        RunEnd::ImageMissing { message }
+        | RunEnd::DiskFull { message }
+        | RunEnd::PatchFailed { message } => message.clone(),
+        RunEnd::Error { stage, message } => format!("{stage}: {message}"),
+        RunEnd::Cancelled => "cancelled".into(),
+    }
+}
+
+/// A per-attempt seed: the same sweep seed, run and attempt always give the same value.
+pub fn mix(seed: u64, key: &str, attempt: u32) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
+    for b in key.bytes().chain(attempt.to_le_bytes()) {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn tracing_warn(msg: &str) {
+    eprintln!("nightshift: warning: {msg}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_are_stable_and_distinct() {
+        assert_eq!(mix(1, "a/baseline", 1), mix(1, "a/baseline", 1));
+        assert_ne!(mix(1, "a/baseline", 1), mix(1, "a/baseline", 2));
+        assert_ne!(mix(1, "a/baseline", 1), mix(2, "a/baseline", 1));
+    }
+}

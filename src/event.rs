@@ -1,0 +1,176 @@
+//! Everything that happens is an [`Event`]; operator intent flows back as a [`Command`].
+//! The engine folds events into state, the store persists them, views render them.
+
+use crate::category::{Action, Category};
+use crate::model::{Pipe, RunId, RunState, Stage, Stream};
+use serde::{Deserialize, Serialize};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A failure explained: what went wrong, the line that proves it, and what happens next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub category: Category,
+    pub evidence: String,
+    pub action: Action,
+    pub recipe: Option<String>,
+    /// One readable sentence for the operator ("aimv2_conflict — applying fix …").
+    pub reason: String,
+    /// Predicted from the plan (e.g. the vLLM version), not observed in a log.
+    #[serde(default)]
+    pub predicted: bool,
+}
+
+/// One GPU's sample (NVML adapter, or the sim).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuSample {
+    pub index: u32,
+    pub name: String,
+    pub util_pct: u32,
+    pub mem_used_mib: u64,
+    pub mem_total_mib: u64,
+    pub temp_c: u32,
+    pub power_w: u32,
+    pub run: Option<RunId>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    SweepStarted {
+        name: String,
+        runs: usize,
+        gpus: u32,
+        runtime: String,
+    },
+    /// A run changed state (checked by [`crate::model::transition`]).
+    State {
+        run: RunId,
+        attempt: u32,
+        from: RunState,
+        to: RunState,
+        detail: Option<String>,
+        gpus: Vec<u32>,
+    },
+    Log {
+        run: RunId,
+        attempt: u32,
+        stream: Stream,
+        pipe: Pipe,
+        line: String,
+    },
+    Pull {
+        run: RunId,
+        layer: String,
+        done: u64,
+        total: u64,
+    },
+    Metric {
+        run: RunId,
+        attempt: u32,
+        key: String,
+        value: f64,
+    },
+    VllmVersion {
+        run: RunId,
+        version: String,
+    },
+    Diagnosed {
+        run: RunId,
+        attempt: u32,
+        finding: Finding,
+    },
+    FixApplied {
+        run: RunId,
+        attempt: u32,
+        recipe: String,
+    },
+    /// Provenance the runtime learned (image digest, GPU names, host).
+    Provenance {
+        run: RunId,
+        attempt: u32,
+        key: String,
+        value: String,
+    },
+    Paused {
+        reason: String,
+    },
+    Resumed,
+    Operator {
+        command: Command,
+    },
+    Gpu {
+        sample: GpuSample,
+    },
+    SweepFinished {
+        interrupted: bool,
+    },
+}
+
+/// An event with its sequence number and wall-clock time (ms since the epoch).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub seq: u64,
+    pub at_ms: u64,
+    pub event: Event,
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// What the operator asks for (TUI keys, CLI flags).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Command {
+    /// Apply the suggested (or named) fix recipe and retry.
+    ApplyFix {
+        run: RunId,
+        recipe: Option<String>,
+    },
+    Retry {
+        run: RunId,
+    },
+    Skip {
+        run: RunId,
+    },
+    /// Skip every queued or held run whose (predicted or observed) category is this one.
+    SkipCategory {
+        category: Category,
+    },
+    Pause,
+    Resume,
+    Cancel {
+        run: RunId,
+    },
+    /// Stop the sweep: cancel runs in flight; it can be resumed later.
+    Shutdown,
+}
+
+impl Command {
+    pub fn describe(&self) -> String {
+        match self {
+            Command::ApplyFix { run, recipe } => match recipe {
+                Some(r) => format!("apply fix {r} to {run}"),
+                None => format!("apply suggested fix to {run}"),
+            },
+            Command::Retry { run } => format!("retry {run}"),
+            Command::Skip { run } => format!("skip {run}"),
+            Command::SkipCategory { category } => format!("skip all {category}"),
+            Command::Pause => "pause".into(),
+            Command::Resume => "resume".into(),
+            Command::Cancel { run } => format!("cancel {run}"),
+            Command::Shutdown => "shutdown".into(),
+        }
+    }
+}
+
+/// Stage used in headless output and the TUI when an event is a stage change.
+pub fn stage_of(state: &RunState) -> Option<Stage> {
+    match state {
+        RunState::Active { stage } => Some(*stage),
+        _ => None,
+    }
+}

@@ -1,0 +1,114 @@
+//! The plan file as written: serde structs that refuse unknown fields, so a typo is an
+//! error with a position instead of a silently ignored setting.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use toml::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlan {
+    pub schema_version: Spanned<i64>,
+    pub name: Option<String>,
+    pub repo: Option<String>,
+    pub commits_file: Option<Spanned<String>>,
+    #[serde(default)]
+    pub defaults: RawDefaults,
+    #[serde(default)]
+    pub images: Option<Spanned<RawImages>>,
+    #[serde(default)]
+    pub agents: Vec<Spanned<RawAgent>>,
+    #[serde(default)]
+    pub commits: Vec<Spanned<RawCommit>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDefaults {
+    pub gpu_type: Option<String>,
+    pub gpu_count: Option<u32>,
+    pub hf_cache: Option<String>,
+    pub shm_size: Option<String>,
+    pub ipc: Option<String>,
+    pub server_start_timeout_s: Option<u64>,
+    pub run_timeout_s: Option<u64>,
+    pub timeout_s_by_gpus: Option<BTreeMap<String, u64>>,
+    pub repeats: Option<u32>,
+    pub variants: Option<Vec<String>>,
+    pub on_invalid: Option<OnInvalid>,
+    pub vllm_src: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OnInvalid {
+    /// Record invalid commits as skipped with the reason and run the rest.
+    #[default]
+    Skip,
+    /// Refuse to run the plan.
+    Fail,
+    /// Run them anyway (the operator knows better).
+    Run,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawImages {
+    pub org: Option<String>,
+    pub human: Option<String>,
+    pub baseline: Option<String>,
+    pub agent: Option<String>,
+    pub patch_dir: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgent {
+    pub id: String,
+    pub model: Option<String>,
+    pub patch: Option<String>,
+}
+
+/// One commit, from `[[commits]]` or a line of the JSONL `commits_file`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCommit {
+    pub commit: Option<String>,
+    pub parent: Option<String>,
+    pub title: Option<String>,
+    pub pr_url: Option<String>,
+    pub model: Option<String>,
+    pub gpu_config: Option<String>,
+    pub benchmark_mode: Option<String>,
+    pub perf_command: Option<String>,
+    #[serde(default)]
+    pub files_changed: Vec<String>,
+    #[serde(default)]
+    pub images: BTreeMap<String, String>,
+    #[serde(default)]
+    pub patches: BTreeMap<String, String>,
+    #[serde(default)]
+    pub skip: bool,
+    pub notes: Option<String>,
+    /// nightshift extension: the vLLM version of the commit's images when known, so the
+    /// port-binding bug can be predicted before the night starts.
+    pub vllm_version: Option<String>,
+    /// nightshift extension: variants for this commit only (default: `[defaults].variants`).
+    pub variants: Option<Vec<String>>,
+    /// nightshift extension, read only by the sim runtime: the outcome to reproduce.
+    pub sim: Option<SimSpec>,
+}
+
+/// What the simulated runtime should reproduce for a commit (from the seed reports).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimSpec {
+    /// A failure category name, or absent for success.
+    pub fail: Option<String>,
+    /// Which variants fail (default: all).
+    #[serde(default)]
+    pub variants: Vec<String>,
+    /// Whether a retry (or the category's fix) makes it succeed.
+    #[serde(default)]
+    pub transient: bool,
+}

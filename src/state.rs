@@ -1,0 +1,275 @@
+//! Sweep state folded from events. Pure: the engine, the store and the TUI all build the
+//! same picture from the same events, and an illegal transition is refused here.
+
+use crate::category::Category;
+use crate::event::{Envelope, Event, Finding};
+use crate::model::{transition, IllegalTransition, Outcome, RunId, RunState, Stage};
+use crate::plan::Plan;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub state: RunState,
+    /// 1-based; 0 before the first attempt starts.
+    pub attempt: u32,
+    /// (stage, start ms) of the current/last attempt.
+    pub stages: Vec<(Stage, u64)>,
+    pub started_ms: Option<u64>,
+    pub finished_ms: Option<u64>,
+    pub gpus: Vec<u32>,
+    pub metrics: BTreeMap<String, f64>,
+    pub finding: Option<Finding>,
+    /// Recipes applied to this run, over all attempts (provenance).
+    pub fixes: Vec<String>,
+    pub vllm_version: Option<String>,
+    pub provenance: BTreeMap<String, String>,
+    pub pull: Option<(u64, u64)>,
+    pub detail: Option<String>,
+}
+
+impl Default for RunState {
+    fn default() -> Self {
+        RunState::Queued
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SweepState {
+    pub runs: Vec<RunRecord>,
+    pub paused: Option<String>,
+    pub started_ms: Option<u64>,
+    pub finished: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Counts {
+    pub total: usize,
+    pub queued: usize,
+    pub active: usize,
+    pub held: usize,
+    pub success: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub cancelled: usize,
+}
+
+impl Counts {
+    pub fn done(&self) -> usize {
+        self.success + self.failed + self.skipped + self.cancelled
+    }
+}
+
+impl SweepState {
+    pub fn new(runs: usize) -> Self {
+        SweepState {
+            runs: vec![RunRecord::default(); runs],
+            ..Default::default()
+        }
+    }
+
+    pub fn for_plan(plan: &Plan) -> Self {
+        Self::new(plan.runs.len())
+    }
+
+    pub fn run(&self, id: RunId) -> &RunRecord {
+        &self.runs[id.0 as usize]
+    }
+
+    /// Fold one event. State changes are checked; everything else is recorded.
+    pub fn apply(&mut self, env: &Envelope) -> Result<(), IllegalTransition> {
+        let at = env.at_ms;
+        match &env.event {
+            Event::SweepStarted { .. } => {
+                self.started_ms.get_or_insert(at);
+                self.finished = false;
+            }
+            Event::State {
+                run,
+                attempt,
+                from,
+                to,
+                detail,
+                gpus,
+            } => {
+                let Some(r) = self.runs.get_mut(run.0 as usize) else {
+                    return Err(IllegalTransition {
+                        from: format!("{run} (unknown run)"),
+                        to: to.label(),
+                    });
+                };
+                if &r.state != from {
+                    return Err(IllegalTransition {
+                        from: format!("{} (event said {from})", r.state),
+                        to: to.label(),
+                    });
+                }
+                transition(from, to)?;
+                r.attempt = *attempt;
+                r.detail = detail.clone();
+                match to {
+                    RunState::Active { stage } => {
+                        if *stage == Stage::PreparingImage {
+                            r.stages.clear();
+                            r.metrics.clear();
+                            r.finding = None;
+                            r.started_ms = Some(at);
+                            r.finished_ms = None;
+                            r.pull = None;
+                            r.gpus = gpus.clone();
+                        }
+                        r.stages.push((*stage, at));
+                    }
+                    RunState::Finished { .. } | RunState::Held { .. } => {
+                        r.finished_ms = Some(at);
+                    }
+                    RunState::Queued => {}
+                }
+                r.state = to.clone();
+            }
+            Event::Metric {
+                run, key, value, ..
+            } => {
+                if let Some(r) = self.runs.get_mut(run.0 as usize) {
+                    r.metrics.insert(key.clone(), *value);
+                }
+            }
+            Event::VllmVersion { run, version } => {
+                if let Some(r) = self.runs.get_mut(run.0 as usize) {
+                    r.vllm_version = Some(version.clone());
+                }
+            }
+            Event::Diagnosed { run, finding, .. } => {
+                if let Some(r) = self.runs.get_mut(run.0 as usize) {
+                    r.finding = Some(finding.clone());
+                }
+            }
+            Event::FixApplied { run, recipe, .. } => {
+                if let Some(r) = self.runs.get_mut(run.0 as usize) {
+                    if !r.fixes.contains(recipe) {
+                        r.fixes.push(recipe.clone());
+                    }
+                }
+            }
+            Event::Provenance {
+                run, key, value, ..
+            } => {
+                if let Some(r) = self.runs.get_mut(run.0 as usize) {
+                    r.provenance.insert(key.clone(), value.clone());
+                }
+            }
+            Event::Pull {
+                run, done, total, ..
+            } => {
+                if let Some(r) = self.runs.get_mut(run.0 as usize) {
+                    r.pull = Some((*done, *total));
+                }
+            }
+            Event::Paused { reason } => self.paused = Some(reason.clone()),
+            Event::Resumed => self.paused = None,
+            Event::SweepFinished { .. } => self.finished = true,
+            Event::Log { .. } | Event::Operator { .. } | Event::Gpu { .. } => {}
+        }
+        Ok(())
+    }
+
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts {
+            total: self.runs.len(),
+            ..Default::default()
+        };
+        for r in &self.runs {
+            match &r.state {
+                RunState::Queued => c.queued += 1,
+                RunState::Active { .. } => c.active += 1,
+                RunState::Held { .. } => c.held += 1,
+                RunState::Finished { outcome } => match outcome {
+                    Outcome::Success => c.success += 1,
+                    Outcome::Failed { .. } => c.failed += 1,
+                    Outcome::Skipped { .. } => c.skipped += 1,
+                    Outcome::Cancelled => c.cancelled += 1,
+                },
+            }
+        }
+        c
+    }
+
+    /// Failures by category, counting held runs too (they failed, awaiting a decision).
+    pub fn failures_by_category(&self) -> BTreeMap<Category, usize> {
+        let mut m = BTreeMap::new();
+        for r in &self.runs {
+            let cat = match &r.state {
+                RunState::Finished {
+                    outcome: Outcome::Failed { category },
+                } => Some(*category),
+                RunState::Held { category } => Some(*category),
+                _ => None,
+            };
+            if let Some(c) = cat {
+                *m.entry(c).or_insert(0) += 1;
+            }
+        }
+        m
+    }
+
+    /// Mean wall time of finished attempts that ran (for the ETA).
+    pub fn mean_run_ms(&self) -> Option<u64> {
+        let (sum, n) = self
+            .runs
+            .iter()
+            .filter_map(|r| Some(r.finished_ms? - r.started_ms?))
+            .fold((0u64, 0u64), |(s, n), d| (s + d, n + 1));
+        (n > 0).then(|| sum / n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(event: Event) -> Envelope {
+        Envelope {
+            seq: 0,
+            at_ms: 1000,
+            event,
+        }
+    }
+
+    #[test]
+    fn folds_a_run_and_refuses_a_stale_from_state() {
+        let mut s = SweepState::new(1);
+        let run = RunId(0);
+        s.apply(&env(Event::State {
+            run,
+            attempt: 1,
+            from: RunState::Queued,
+            to: RunState::Active {
+                stage: Stage::PreparingImage,
+            },
+            detail: None,
+            gpus: vec![0],
+        }))
+        .unwrap();
+        assert_eq!(s.counts().active, 1);
+        assert_eq!(s.run(run).gpus, vec![0]);
+        let stale = s.apply(&env(Event::State {
+            run,
+            attempt: 1,
+            from: RunState::Queued,
+            to: RunState::Active {
+                stage: Stage::PreparingImage,
+            },
+            detail: None,
+            gpus: vec![],
+        }));
+        assert!(stale.is_err());
+        s.apply(&env(Event::Metric {
+            run,
+            attempt: 1,
+            key: "ttft_mean_ms".into(),
+            value: 12.5,
+        }))
+        .unwrap();
+        assert_eq!(s.run(run).metrics["ttft_mean_ms"], 12.5);
+    }
+}
