@@ -161,9 +161,6 @@ pub fn run(cli: Cli) -> i32 {
             if !headless {
                 return not_yet("the TUI (`run` without --headless)", 7);
             }
-            if runtime == RuntimeKind::Docker {
-                return not_yet("the Docker runtime (--runtime docker)", 5);
-            }
             if store.is_some() {
                 return not_yet("the store (--store)", 6);
             }
@@ -178,8 +175,18 @@ pub fn run(cli: Cli) -> i32 {
                 Ok(p) => Arc::new(p),
                 Err(code) => return code,
             };
-            let rt: Arc<dyn Runtime> = Arc::new(SimRuntime::new(speed));
-            run_headless(plan, rt, gpus.unwrap_or(8), seed, log_dir)
+            let (rt, gpus): (Arc<dyn Runtime>, u32) = if runtime == RuntimeKind::Docker {
+                match crate::runtime::docker::for_cli(&plan) {
+                    Ok(rt) => (
+                        rt,
+                        gpus.unwrap_or_else(crate::runtime::docker::visible_gpus),
+                    ),
+                    Err(code) => return code,
+                }
+            } else {
+                (Arc::new(SimRuntime::new(speed)), gpus.unwrap_or(8))
+            };
+            run_headless(plan, rt, gpus, seed, log_dir)
         }
         Cmd::Demo => not_yet("`nightshift demo` (the TUI)", 7),
         Cmd::Parse { files, json } => {
@@ -198,7 +205,7 @@ pub fn run(cli: Cli) -> i32 {
         }
         Cmd::Results { .. } => not_yet("`nightshift results`", 6),
         Cmd::Show { .. } => not_yet("`nightshift show`", 6),
-        Cmd::Doctor => not_yet("`nightshift doctor`", 5),
+        Cmd::Doctor => crate::runtime::docker::doctor::main(None),
         Cmd::Bench { what, runs } => match what.as_str() {
             "engine" => crate::bench::engine(runs),
             other => {

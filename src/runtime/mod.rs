@@ -2,6 +2,7 @@
 //! or the simulator. A runtime executes one attempt's stages and reports what it sees;
 //! the engine owns state, parsing, diagnosis and policy.
 
+pub mod docker;
 pub mod sim;
 
 use crate::model::{Pipe, RunId, Stage, Stream, Variant};

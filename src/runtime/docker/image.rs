@@ -1,0 +1,199 @@
+//! Images: inspect, check free disk on Docker's root directory, pull with per-layer progress,
+//! and name the images nightshift makes (fixed by a recipe; patched for one agent run).
+
+use crate::model::{Pipe, Stream};
+use crate::runtime::RunSink;
+use bollard::query_parameters::CreateImageOptions;
+use bollard::Docker;
+use futures_util::StreamExt;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub enum ImageError {
+    /// 404, unauthorized, manifest unknown: the reference does not exist for us.
+    Missing(String),
+    DiskFull(String),
+    Other(String),
+}
+
+/// What nightshift knows about an image once it is present.
+pub struct ImageInfo {
+    pub id: String,
+    pub digest: Option<String>,
+    pub workdir: Option<String>,
+    pub entrypoint: Option<Vec<String>>,
+    pub cmd: Option<Vec<String>>,
+}
+
+pub async fn inspect(docker: &Docker, image: &str) -> Option<ImageInfo> {
+    let i = docker.inspect_image(image).await.ok()?;
+    let config = i.config.unwrap_or_default();
+    Some(ImageInfo {
+        id: i.id.unwrap_or_default(),
+        digest: i.repo_digests.and_then(|d| d.into_iter().next()),
+        workdir: config.working_dir.filter(|w| !w.is_empty()),
+        entrypoint: config.entrypoint,
+        cmd: config.cmd,
+    })
+}
+
+/// Free bytes on the filesystem holding `path` (Docker's root dir), when it is local.
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a properly sized out-parameter.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+pub fn classify_pull_error(msg: &str) -> ImageError {
+    let m = msg.to_ascii_lowercase();
+    if m.contains("no space left on device") {
+        ImageError::DiskFull(msg.to_string())
+    } else if m.contains("not found")
+        || m.contains("manifest unknown")
+        || m.contains("unauthorized")
+        || m.contains("pull access denied")
+        || m.contains("repository does not exist")
+        || m.contains("404")
+    {
+        ImageError::Missing(msg.to_string())
+    } else {
+        ImageError::Other(msg.to_string())
+    }
+}
+
+/// Pull `image`, reporting per-layer progress; the disk check is the caller's.
+pub async fn pull(docker: &Docker, image: &str, sink: &RunSink) -> Result<(), ImageError> {
+    let (repo, tag) = split_ref(image);
+    sink.log(Stream::Pull, Pipe::Stdout, format!("Pulling {image}"))
+        .await;
+    let mut s = docker.create_image(
+        Some(CreateImageOptions {
+            from_image: Some(repo.to_string()),
+            tag: Some(tag.to_string()),
+            ..Default::default()
+        }),
+        None,
+        None,
+    );
+    // Layer totals, so a layer's "Pull complete" can report done == total.
+    let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+    while let Some(item) = s.next().await {
+        match item {
+            Ok(info) => {
+                if let Some(e) = info.error_detail.and_then(|e| e.message) {
+                    sink.log(Stream::Pull, Pipe::Stderr, e.clone()).await;
+                    return Err(classify_pull_error(&e));
+                }
+                let layer = info.id.unwrap_or_default();
+                let status = info.status.unwrap_or_default();
+                match info.progress_detail {
+                    Some(p) if status == "Downloading" && p.total.unwrap_or(0) > 0 => {
+                        let total = p.total.unwrap_or(0) as u64;
+                        totals.insert(layer.clone(), total);
+                        sink.pull(layer, p.current.unwrap_or(0).max(0) as u64, total)
+                            .await;
+                    }
+                    _ => {
+                        if status == "Download complete" || status == "Pull complete" {
+                            if let Some(t) = totals.get(&layer) {
+                                sink.pull(layer.clone(), *t, *t).await;
+                            }
+                        }
+                        if !matches!(status.as_str(), "Downloading" | "Extracting" | "Waiting") {
+                            let line = if layer.is_empty() {
+                                status
+                            } else {
+                                format!("{layer}: {status}")
+                            };
+                            sink.log(Stream::Pull, Pipe::Stdout, line).await;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                sink.log(Stream::Pull, Pipe::Stderr, msg.clone()).await;
+                return Err(classify_pull_error(&msg));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `repo[:tag]` (a `:` after the last `/` is a tag, before it a registry port).
+pub fn split_ref(image: &str) -> (&str, &str) {
+    let image = image.split('@').next().unwrap_or(image);
+    match image.rfind(':') {
+        Some(i) if !image[i..].contains('/') => (&image[..i], &image[i + 1..]),
+        _ => (image, "latest"),
+    }
+}
+
+fn tag_safe(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+fn short_hash(s: &str) -> String {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(s.as_bytes());
+    h.iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where `image` fixed by `recipes` is committed: same repository, tag suffixed, so an
+/// operator sees at a glance what it came from; reused by every later run of that image.
+pub fn fixed_ref(image: &str, recipes: &[String]) -> (String, String) {
+    let (repo, tag) = split_ref(image);
+    let mut t = format!("{tag}.ns-fix-{}", tag_safe(&recipes.join("+")));
+    if t.len() > 128 {
+        t = format!(
+            "ns-fix-{}",
+            short_hash(&format!("{tag} {}", recipes.join(" ")))
+        );
+    }
+    (repo.to_string(), t)
+}
+
+/// A per-attempt image holding an agent's patch (removed at teardown).
+pub fn patched_ref(sweep: &str, key: &str, attempt: u32) -> (String, String) {
+    (
+        "nightshift-patched".to_string(),
+        format!("{}-a{attempt}", short_hash(&format!("{sweep}/{key}"))),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs() {
+        assert_eq!(split_ref("org/vllm:abc"), ("org/vllm", "abc"));
+        assert_eq!(split_ref("reg:5000/vllm"), ("reg:5000/vllm", "latest"));
+        let (r, t) = fixed_ref("org/vllm-bench:abc", &["aimv2-exist-ok".into()]);
+        assert_eq!(
+            (r.as_str(), t.as_str()),
+            ("org/vllm-bench", "abc.ns-fix-aimv2-exist-ok")
+        );
+        assert!(matches!(
+            classify_pull_error("pull access denied for x, repository does not exist"),
+            ImageError::Missing(_)
+        ));
+        assert!(matches!(
+            classify_pull_error("write /var/lib/docker/x: no space left on device"),
+            ImageError::DiskFull(_)
+        ));
+        assert!(free_bytes(Path::new("/")).is_some());
+    }
+}

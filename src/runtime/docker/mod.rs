@@ -1,0 +1,1145 @@
+//! The Docker runtime, through the Docker API (bollard; no docker CLI). One attempt:
+//! image (inspect → disk check → pull with progress) → prep container for fix recipes and
+//! agent patches, committed to an image → the run container (labelled; GPUs, shm/ipc, HF
+//! cache, token, server port on 127.0.0.1) → server ready on `/health` + `/v1/models`
+//! (serving) → the benchmark by exec, exactly as written → teardown. Stages mirror the sim.
+
+pub mod container;
+pub mod doctor;
+pub mod exec;
+pub mod health;
+pub mod image;
+pub mod recipes;
+pub mod secrets;
+pub mod upload;
+
+use super::{RunEnd, RunJob, RunReport, RunSink, Runtime, RuntimeMsg};
+use crate::model::{Pipe, Stage, Stream};
+use crate::plan::command::Launcher;
+use crate::plan::{CommandView, Plan};
+use async_trait::async_trait;
+use bollard::models::ContainerConfig;
+use bollard::query_parameters::{
+    CommitContainerOptions, RemoveImageOptions, UploadToContainerOptions,
+};
+use bollard::Docker;
+use exec::LineOut;
+use futures_util::StreamExt;
+use recipes::{BuiltinRecipes, FixStep, RecipeSteps};
+use secrets::Secrets;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Plan-level context the runtime needs (from the plan's `[defaults]` and `[images]`).
+#[derive(Debug, Clone)]
+pub struct DockerConfig {
+    /// Host directory mounted at /root/.cache/huggingface.
+    pub hf_cache: Option<PathBuf>,
+    pub shm_size: Option<String>,
+    pub ipc: Option<String>,
+    /// The operator's vLLM git clone: `benchmarks/` is taken from it at each variant's commit.
+    pub vllm_src: Option<PathBuf>,
+    /// Refuse to pull with less free space than this on Docker's root directory.
+    pub min_free_bytes: u64,
+    /// SIGTERM → SIGKILL grace period at teardown.
+    pub stop_grace_s: i32,
+    /// Ask Docker for the run's GPUs (driver nvidia). Off on machines without the NVIDIA
+    /// toolkit (the stand-in tests): the scheduler still accounts GPUs, containers get none.
+    pub gpu_requests: bool,
+    pub secrets: Secrets,
+}
+
+/// vLLM images are 17–22 GB; a pull needs room to download and extract.
+pub const DEFAULT_MIN_FREE_BYTES: u64 = 25 * 1024 * 1024 * 1024;
+
+/// `~/x` → `$HOME/x`; relative paths are relative to the plan file.
+pub fn expand_path(p: &str, base: &Path) -> PathBuf {
+    let p = if let Some(rest) = p.strip_prefix("~/") {
+        std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(rest))
+            .unwrap_or_else(|| PathBuf::from(p))
+    } else {
+        PathBuf::from(p)
+    };
+    if p.is_absolute() {
+        p
+    } else {
+        base.join(p)
+    }
+}
+
+impl DockerConfig {
+    pub fn from_plan(plan: &Plan) -> Self {
+        let base = plan
+            .path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let d = &plan.defaults;
+        DockerConfig {
+            hf_cache: d.hf_cache.as_deref().map(|p| expand_path(p, &base)),
+            shm_size: d.shm_size.clone(),
+            ipc: d.ipc.clone(),
+            vllm_src: d.vllm_src.as_deref().map(|p| expand_path(p, &base)),
+            min_free_bytes: DEFAULT_MIN_FREE_BYTES,
+            stop_grace_s: 10,
+            gpu_requests: true,
+            secrets: Secrets::from_env(),
+        }
+    }
+}
+
+pub struct DockerRuntime {
+    docker: Docker,
+    cfg: DockerConfig,
+    /// Set on first use, inside the engine's tokio runtime: API version negotiated, and
+    /// Docker's root directory (for the free-space check) when the engine reports it.
+    ready: tokio::sync::OnceCell<Option<PathBuf>>,
+    recipes: Arc<dyn RecipeSteps>,
+}
+
+/// Connect to the local engine and agree on an API version (Debian's 20.10 speaks 1.41;
+/// operators run newer engines).
+pub async fn connect() -> anyhow::Result<Docker> {
+    let d = Docker::connect_with_local_defaults()?;
+    Ok(d.negotiate_version().await?)
+}
+
+/// Server flags among a serving benchmark's flags: these configure the vLLM server the
+/// benchmark talks to, so they are passed to it (the benchmark command itself still runs
+/// exactly as written). Everything else is a client flag. Kept explicit on purpose.
+pub const SERVER_FLAGS: &[&str] = &[
+    "--tensor-parallel-size",
+    "-tp",
+    "--pipeline-parallel-size",
+    "-pp",
+    "--data-parallel-size",
+    "--dtype",
+    "--max-model-len",
+    "--enable-prefix-caching",
+    "--no-enable-prefix-caching",
+    "--enable-chunked-prefill",
+    "--gpu-memory-utilization",
+    "--enforce-eager",
+    "--quantization",
+    "--kv-cache-dtype",
+    "--trust-remote-code",
+    "--max-num-seqs",
+    "--max-num-batched-tokens",
+    "--block-size",
+    "--swap-space",
+    "--load-format",
+    "--tokenizer-mode",
+    "--speculative-model",
+    "--num-speculative-tokens",
+    "--speculative-config",
+    "--use-v2-block-manager",
+    "--num-scheduler-steps",
+    "--max-seq-len-to-capture",
+    "--distributed-executor-backend",
+    "--compilation-config",
+    "--attention-backend",
+    "--enable-expert-parallel",
+    "--disable-custom-all-reduce",
+    "--served-model-name",
+];
+
+/// Server port: the benchmark's `--port` (it runs in the same container), else vLLM's 8000.
+pub fn server_port(view: &CommandView) -> u16 {
+    view.flags
+        .iter()
+        .find(|f| f.name == "--port")
+        .and_then(|f| f.value.as_deref()?.parse().ok())
+        .unwrap_or(8000)
+}
+
+fn version_at_least(v: Option<&str>, want: (u32, u32, u32)) -> bool {
+    let Some(v) = v else { return false };
+    let mut it = v
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<u32>().unwrap_or(0));
+    let got = (
+        it.next().unwrap_or(0),
+        it.next().unwrap_or(0),
+        it.next().unwrap_or(0),
+    );
+    got >= want
+}
+
+/// The vLLM OpenAI server's command line for a serving run: `vllm serve M` where the era
+/// has it (v0.5.2+, known version), else `python3 -m vllm.entrypoints.openai.api_server`.
+pub fn server_command(job: &RunJob, port: u16) -> Vec<String> {
+    let model = job
+        .view
+        .model
+        .clone()
+        .or_else(|| job.model.clone())
+        .unwrap_or_else(|| "facebook/opt-125m".into());
+    let mut cmd: Vec<String> = if version_at_least(job.vllm_version.as_deref(), (0, 5, 2)) {
+        vec!["vllm".into(), "serve".into(), model]
+    } else {
+        vec![
+            "python3".into(),
+            "-m".into(),
+            "vllm.entrypoints.openai.api_server".into(),
+            "--model".into(),
+            model,
+        ]
+    };
+    cmd.extend(["--port".to_string(), port.to_string()]);
+    for f in &job.view.flags {
+        let name = match f.name.as_str() {
+            "--tp" | "--tp-size" => "--tensor-parallel-size",
+            n => n,
+        };
+        if SERVER_FLAGS.contains(&name) {
+            cmd.push(name.to_string());
+            if let Some(v) = &f.value {
+                cmd.push(v.clone());
+            }
+        }
+    }
+    cmd
+}
+
+/// Does the command run a script from vLLM's `benchmarks/` folder (absent from images)?
+pub fn needs_benchmarks(view: &CommandView) -> bool {
+    match &view.launcher {
+        Launcher::Script { script, .. } => {
+            script.starts_with("benchmarks/") || script.contains("/benchmarks/")
+        }
+        _ => false,
+    }
+}
+
+/// Keeps a container alive without a server (prep containers, offline benchmarks).
+fn keeper() -> Vec<String> {
+    vec!["tail".into(), "-f".into(), "/dev/null".into()]
+}
+
+/// What an attempt created and must take down.
+#[derive(Default)]
+struct Leftovers {
+    containers: Vec<String>,
+    images: Vec<String>,
+    followers: Vec<JoinHandle<()>>,
+}
+
+/// Time spent waiting on Docker or the server, to tell nightshift's own overhead apart.
+#[derive(Default)]
+struct Clock(Mutex<Duration>);
+
+impl Clock {
+    async fn wait<T>(&self, f: impl Future<Output = T>) -> T {
+        let t = Instant::now();
+        let r = f.await;
+        if let Ok(mut w) = self.0.lock() {
+            *w += t.elapsed();
+        }
+        r
+    }
+    fn waited(&self) -> Duration {
+        self.0.lock().map(|w| *w).unwrap_or_default()
+    }
+}
+
+fn err(stage: Stage, message: impl std::fmt::Display) -> RunEnd {
+    RunEnd::Error {
+        stage,
+        message: message.to_string(),
+    }
+}
+
+fn exit_code_of(
+    r: Option<Result<bollard::models::ContainerWaitResponse, bollard::errors::Error>>,
+) -> Option<i64> {
+    match r {
+        Some(Ok(w)) => Some(w.status_code),
+        Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Some(code),
+        _ => None,
+    }
+}
+
+impl DockerRuntime {
+    /// No request is made here (it may run outside any tokio runtime); the API version is
+    /// negotiated on first use.
+    pub fn new(cfg: DockerConfig) -> anyhow::Result<Self> {
+        Ok(DockerRuntime {
+            docker: Docker::connect_with_local_defaults()?,
+            cfg,
+            ready: tokio::sync::OnceCell::new(),
+            recipes: Arc::new(BuiltinRecipes),
+        })
+    }
+
+    async fn init(&self) -> Result<Option<&Path>, String> {
+        let root = self
+            .ready
+            .get_or_try_init(|| async {
+                // Clones share the negotiated version.
+                self.docker
+                    .clone()
+                    .negotiate_version()
+                    .await
+                    .map_err(|e| format!("Docker not reachable: {e}"))?;
+                Ok::<_, String>(
+                    self.docker
+                        .info()
+                        .await
+                        .ok()
+                        .and_then(|i| i.docker_root_dir)
+                        .map(PathBuf::from),
+                )
+            })
+            .await?;
+        Ok(root.as_deref())
+    }
+
+    /// Swap in another recipe source (the RecipeBook, when it merges).
+    pub fn with_recipes(mut self, recipes: Arc<dyn RecipeSteps>) -> Self {
+        self.recipes = recipes;
+        self
+    }
+
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    async fn dlog(&self, sink: &RunSink, pipe: Pipe, line: impl AsRef<str>) {
+        sink.log(Stream::Docker, pipe, self.cfg.secrets.redact(line.as_ref()))
+            .await
+    }
+
+    fn out<'a>(&'a self, sink: &'a RunSink, stream: Stream) -> LineOut<'a> {
+        LineOut {
+            sink,
+            stream,
+            secrets: &self.cfg.secrets,
+            capture: None,
+        }
+    }
+
+    async fn prepare_image(
+        &self,
+        image: &str,
+        sink: &RunSink,
+        clock: &Clock,
+    ) -> Result<image::ImageInfo, RunEnd> {
+        if image.is_empty() {
+            return Err(RunEnd::ImageMissing {
+                message: "no image for this run (check the plan's [images] templates)".into(),
+            });
+        }
+        if let Some(i) = clock.wait(image::inspect(&self.docker, image)).await {
+            self.dlog(
+                sink,
+                Pipe::Stdout,
+                format!("image {image} present ({})", i.id),
+            )
+            .await;
+            return Ok(i);
+        }
+        if let Ok(Some(root)) = self.init().await {
+            if let Some(free) = image::free_bytes(root) {
+                if free < self.cfg.min_free_bytes {
+                    let msg = format!(
+                        "not pulling {image}: {:.1} GB free on Docker's root {} — an image needs about {:.0} GB; free space (docker image prune) first",
+                        free as f64 / 1e9,
+                        root.display(),
+                        self.cfg.min_free_bytes as f64 / 1e9
+                    );
+                    sink.log(Stream::Pull, Pipe::Stderr, msg.clone()).await;
+                    return Err(RunEnd::DiskFull { message: msg });
+                }
+            }
+        }
+        match clock.wait(image::pull(&self.docker, image, sink)).await {
+            Ok(()) => {}
+            Err(image::ImageError::Missing(m)) => return Err(RunEnd::ImageMissing { message: m }),
+            Err(image::ImageError::DiskFull(m)) => return Err(RunEnd::DiskFull { message: m }),
+            Err(image::ImageError::Other(m)) => {
+                return Err(err(Stage::PreparingImage, format!("pulling {image}: {m}")))
+            }
+        }
+        clock
+            .wait(image::inspect(&self.docker, image))
+            .await
+            .ok_or_else(|| {
+                err(
+                    Stage::PreparingImage,
+                    format!("{image} missing after its pull"),
+                )
+            })
+    }
+
+    /// Create and start a keeper container of `image` (no token, no GPUs: what is committed
+    /// from it must not hold secrets).
+    async fn prep_container(
+        &self,
+        job: &RunJob,
+        image: &str,
+        role: &str,
+        lo: &Mutex<Leftovers>,
+        clock: &Clock,
+    ) -> Result<String, RunEnd> {
+        let name = container::name(job, role);
+        lo.lock().unwrap().containers.push(name.clone());
+        let spec = container::Spec {
+            image: image.to_string(),
+            entrypoint: keeper(),
+            env: Vec::new(),
+            labels: container::labels(job, role),
+            gpus: Vec::new(),
+            shm_size: None,
+            ipc: None,
+            binds: Vec::new(),
+            port: None,
+            workdir: None,
+        };
+        clock
+            .wait(container::create(&self.docker, &name, spec))
+            .await
+            .map_err(|e| err(Stage::StartingContainer, format!("creating {name}: {e}")))?;
+        clock
+            .wait(self.docker.start_container(&name, None))
+            .await
+            .map_err(|e| err(Stage::StartingContainer, format!("starting {name}: {e}")))?;
+        Ok(name)
+    }
+
+    /// Commit `container` as `repo:tag`, keeping the base image's entrypoint and command
+    /// (not the keeper's).
+    async fn commit(
+        &self,
+        container: &str,
+        repo: &str,
+        tag: &str,
+        base: &image::ImageInfo,
+        comment: &str,
+        clock: &Clock,
+    ) -> Result<(), RunEnd> {
+        clock
+            .wait(self.docker.commit_container(
+                CommitContainerOptions {
+                    container: Some(container.to_string()),
+                    repo: Some(repo.to_string()),
+                    tag: Some(tag.to_string()),
+                    comment: Some(comment.to_string()),
+                    pause: true,
+                    ..Default::default()
+                },
+                ContainerConfig {
+                    entrypoint: base.entrypoint.clone(),
+                    cmd: base.cmd.clone(),
+                    ..Default::default()
+                },
+            ))
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                err(
+                    Stage::StartingContainer,
+                    format!("committing {container}: {e}"),
+                )
+            })
+    }
+
+    async fn remove_now(&self, name: &str, lo: &Mutex<Leftovers>, clock: &Clock) {
+        clock.wait(container::teardown(&self.docker, name, 0)).await;
+        lo.lock().unwrap().containers.retain(|c| c != name);
+    }
+
+    /// Exec the recipes' steps in a prep container and commit the fixed image (reused by
+    /// every later run of the same image with the same recipes).
+    async fn apply_fixes(
+        &self,
+        job: &RunJob,
+        image: &str,
+        base: &image::ImageInfo,
+        sink: &RunSink,
+        lo: &Mutex<Leftovers>,
+        clock: &Clock,
+    ) -> Result<String, RunEnd> {
+        let mut with_steps: Vec<(String, Vec<FixStep>)> = Vec::new();
+        for r in &job.fixes {
+            match self.recipes.steps(r) {
+                Some(s) if !s.is_empty() => with_steps.push((r.clone(), s)),
+                Some(_) => {
+                    self.dlog(
+                        sink,
+                        Pipe::Stdout,
+                        format!("fix recipe {r}: environment only"),
+                    )
+                    .await;
+                    sink.send(RuntimeMsg::FixApplied { recipe: r.clone() })
+                        .await;
+                }
+                None => {
+                    self.dlog(
+                        sink,
+                        Pipe::Stderr,
+                        format!("fix recipe {r}: unknown to the Docker runtime; not applied"),
+                    )
+                    .await
+                }
+            }
+        }
+        if with_steps.is_empty() {
+            return Ok(image.to_string());
+        }
+        let names: Vec<String> = with_steps.iter().map(|(r, _)| r.clone()).collect();
+        let (repo, tag) = image::fixed_ref(image, &names);
+        let fixed = format!("{repo}:{tag}");
+        if clock
+            .wait(image::inspect(&self.docker, &fixed))
+            .await
+            .is_some()
+        {
+            self.dlog(sink, Pipe::Stdout, format!("reusing fixed image {fixed}"))
+                .await;
+        } else {
+            let name = self.prep_container(job, image, "fix", lo, clock).await?;
+            for (r, steps) in &with_steps {
+                for step in steps {
+                    let FixStep::Shell { run } = step;
+                    self.dlog(sink, Pipe::Stdout, format!("fix recipe {r}: $ {run}"))
+                        .await;
+                    let mut out = self.out(sink, Stream::Docker);
+                    let code = clock
+                        .wait(exec::run(
+                            &self.docker,
+                            &name,
+                            vec!["sh".into(), "-c".into(), run.clone()],
+                            None,
+                            &mut out,
+                        ))
+                        .await
+                        .map_err(|e| {
+                            err(Stage::StartingContainer, format!("fix recipe {r}: {e}"))
+                        })?;
+                    if code != 0 {
+                        return Err(err(
+                            Stage::StartingContainer,
+                            format!("fix recipe {r}: step exited with status {code}"),
+                        ));
+                    }
+                }
+            }
+            self.commit(
+                &name,
+                &repo,
+                &tag,
+                base,
+                &format!("nightshift fix: {}", names.join(", ")),
+                clock,
+            )
+            .await?;
+            self.dlog(sink, Pipe::Stdout, format!("committed fixed image {fixed}"))
+                .await;
+            self.remove_now(&name, lo, clock).await;
+        }
+        for r in names {
+            sink.send(RuntimeMsg::FixApplied { recipe: r }).await;
+        }
+        Ok(fixed)
+    }
+
+    /// Upload the agent's patch and apply it strictly; commit a per-attempt image.
+    #[allow(clippy::too_many_arguments)]
+    async fn apply_patch(
+        &self,
+        job: &RunJob,
+        image: &str,
+        base: &image::ImageInfo,
+        sink: &RunSink,
+        lo: &Mutex<Leftovers>,
+        clock: &Clock,
+    ) -> Result<String, RunEnd> {
+        let failed = |m: String| RunEnd::PatchFailed { message: m };
+        let Some(path) = &job.patch else {
+            return Err(failed("agent variant without a patch file".into()));
+        };
+        let data = tokio::fs::read(path)
+            .await
+            .map_err(|e| failed(format!("cannot read patch {}: {e}", path.display())))?;
+        {
+            use sha2::Digest;
+            let h = sha2::Sha256::digest(&data);
+            let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
+            sink.send(RuntimeMsg::Provenance {
+                key: "patch_sha256".into(),
+                value: hex,
+            })
+            .await;
+        }
+        let name = self.prep_container(job, image, "patch", lo, clock).await?;
+        let tar = upload::single_file_tar("nightshift-agent.patch", &data)
+            .map_err(|e| err(Stage::StartingContainer, e))?;
+        clock
+            .wait(self.docker.upload_to_container(
+                &name,
+                Some(UploadToContainerOptions {
+                    path: "/tmp".into(),
+                    ..Default::default()
+                }),
+                bollard::body_full(tar.into()),
+            ))
+            .await
+            .map_err(|e| {
+                err(
+                    Stage::StartingContainer,
+                    format!("uploading the patch: {e}"),
+                )
+            })?;
+        let dir = match &job.patch_dir {
+            Some(d) => d.clone(),
+            None => self.vllm_parent_dir(&name, sink, clock).await,
+        };
+        let p = "/tmp/nightshift-agent.patch";
+        let script = format!(
+            "cd {dir} || exit 3; if command -v patch >/dev/null 2>&1; then \
+             echo '$ patch -p1 --dry-run'; patch -p1 --dry-run -i {p} || exit 1; \
+             echo '$ patch -p1'; patch -p1 -i {p} || exit 2; \
+             else echo '$ git apply --check'; git apply --check {p} || exit 1; \
+             echo '$ git apply'; git apply {p} || exit 2; fi",
+            dir = shell_words::quote(&dir)
+        );
+        self.dlog(
+            sink,
+            Pipe::Stdout,
+            format!("applying the patch of agent {} in {dir}", job.variant),
+        )
+        .await;
+        let mut captured = Vec::new();
+        let mut out = LineOut {
+            sink,
+            stream: Stream::Docker,
+            secrets: &self.cfg.secrets,
+            capture: Some(&mut captured),
+        };
+        let code = clock
+            .wait(exec::run(
+                &self.docker,
+                &name,
+                vec!["sh".into(), "-c".into(), script],
+                None,
+                &mut out,
+            ))
+            .await
+            .map_err(|e| err(Stage::StartingContainer, format!("applying the patch: {e}")))?;
+        if code != 0 {
+            let evidence = captured
+                .iter()
+                .rev()
+                .map(|(_, l)| l.trim())
+                .find(|l| !l.is_empty() && !l.starts_with("$ "))
+                .unwrap_or("")
+                .to_string();
+            let what = match code {
+                1 => "does not apply (dry run)",
+                2 => "failed while applying",
+                3 => "has no directory to apply in",
+                _ => "could not be applied",
+            };
+            return Err(failed(format!(
+                "patch {} {what} in {dir}: {evidence}",
+                path.display()
+            )));
+        }
+        let (repo, tag) = image::patched_ref(&job.sweep, &job.key, job.attempt);
+        let patched = format!("{repo}:{tag}");
+        lo.lock().unwrap().images.push(patched.clone());
+        self.commit(&name, &repo, &tag, base, "nightshift agent patch", clock)
+            .await?;
+        self.remove_now(&name, lo, clock).await;
+        Ok(patched)
+    }
+
+    /// Where `patch -p1` runs by default: the parent of the installed `vllm` package.
+    async fn vllm_parent_dir(&self, container: &str, sink: &RunSink, clock: &Clock) -> String {
+        let mut captured = Vec::new();
+        let mut out = LineOut {
+            sink,
+            stream: Stream::Docker,
+            secrets: &self.cfg.secrets,
+            capture: Some(&mut captured),
+        };
+        let cmd =
+            "python3 -c 'import os, vllm; print(os.path.dirname(os.path.dirname(vllm.__file__)))'";
+        let _ = clock
+            .wait(exec::run(
+                &self.docker,
+                container,
+                vec!["sh".into(), "-c".into(), cmd.into()],
+                None,
+                &mut out,
+            ))
+            .await;
+        captured
+            .into_iter()
+            .rev()
+            .find(|(p, l)| *p == Pipe::Stdout && l.starts_with('/'))
+            .map(|(_, l)| l.trim().to_string())
+            .unwrap_or_else(|| "/".into())
+    }
+
+    fn benchmarks_commit<'a>(&self, job: &'a RunJob) -> &'a str {
+        match job.variant {
+            crate::model::Variant::Human => &job.commit,
+            _ => job.parent.as_deref().unwrap_or(&job.commit),
+        }
+    }
+
+    async fn attempt(
+        &self,
+        job: &RunJob,
+        sink: &RunSink,
+        lo: &Mutex<Leftovers>,
+        clock: &Clock,
+    ) -> RunReport {
+        macro_rules! tryr {
+            ($e:expr) => {
+                match $e {
+                    Ok(v) => v,
+                    Err(end) => return RunReport::new(end),
+                }
+            };
+        }
+        sink.stage(Stage::PreparingImage).await;
+        let info = tryr!(self.prepare_image(&job.image, sink, clock).await);
+        sink.send(RuntimeMsg::Provenance {
+            key: "image_id".into(),
+            value: info.id.clone(),
+        })
+        .await;
+        if let Some(d) = &info.digest {
+            sink.send(RuntimeMsg::Provenance {
+                key: "image_digest".into(),
+                value: d.clone(),
+            })
+            .await;
+        }
+        sink.stage(Stage::StartingContainer).await;
+        let mut image = job.image.clone();
+        if !job.fixes.is_empty() {
+            image = tryr!(self.apply_fixes(job, &image, &info, sink, lo, clock).await);
+        }
+        if job.variant.agent_id().is_some() {
+            image = tryr!(self.apply_patch(job, &image, &info, sink, lo, clock).await);
+        }
+        let bench_tar = if needs_benchmarks(&job.view) {
+            let Some(src) = &self.cfg.vllm_src else {
+                return RunReport::new(err(
+                    Stage::StartingContainer,
+                    "the command runs a script from benchmarks/, which vLLM images do not contain; set `vllm_src` in the plan's [defaults] to a local vLLM git clone",
+                ));
+            };
+            let commit = self.benchmarks_commit(job);
+            Some(tryr!(upload::benchmarks_tar(src, commit).await.map_err(
+                |e| err(Stage::StartingContainer, format!("{e:#}"))
+            )))
+        } else {
+            None
+        };
+        let workdir = info.workdir.clone().unwrap_or_else(|| "/".into());
+        let serving = job.kind.needs_server();
+        let port = serving.then(|| server_port(&job.view));
+        let entrypoint = match port {
+            Some(p) => server_command(job, p),
+            None => keeper(),
+        };
+        let mut env: Vec<String> = job.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if serving {
+            // The command's env prefix configures vLLM (e.g. an attention backend): the
+            // server gets it too. The benchmark gets it from the command as written.
+            env.extend(job.view.env.iter().map(|(k, v)| format!("{k}={v}")));
+        }
+        env.extend(self.cfg.secrets.container_env());
+        let mut binds = Vec::new();
+        if let Some(h) = &self.cfg.hf_cache {
+            binds.push(format!(
+                "{}:{}",
+                h.display(),
+                container::HF_CACHE_IN_CONTAINER
+            ));
+        }
+        let ipc = self.cfg.ipc.clone();
+        let shm_size = if ipc.as_deref() == Some("host") {
+            None
+        } else {
+            self.cfg.shm_size.as_deref().and_then(container::parse_size)
+        };
+        let name = container::name(job, "run");
+        lo.lock().unwrap().containers.push(name.clone());
+        let t_create = Instant::now();
+        let spec = container::Spec {
+            image: image.clone(),
+            entrypoint: entrypoint.clone(),
+            env,
+            labels: container::labels(job, "run"),
+            gpus: if self.cfg.gpu_requests {
+                job.gpus.clone()
+            } else {
+                Vec::new()
+            },
+            shm_size,
+            ipc,
+            binds,
+            port,
+            workdir: Some(workdir.clone()),
+        };
+        tryr!(clock
+            .wait(container::create(&self.docker, &name, spec))
+            .await
+            .map_err(|e| err(Stage::StartingContainer, format!("creating {name}: {e}"))));
+        self.dlog(
+            sink,
+            Pipe::Stdout,
+            format!(
+                "container {name} created from {image} on GPUs {:?}: {}",
+                job.gpus,
+                shell_words::join(&entrypoint)
+            ),
+        )
+        .await;
+        if let Some(tar) = bench_tar {
+            tryr!(clock
+                .wait(self.docker.upload_to_container(
+                    &name,
+                    Some(UploadToContainerOptions {
+                        path: workdir.clone(),
+                        ..Default::default()
+                    }),
+                    bollard::body_full(tar.into()),
+                ))
+                .await
+                .map_err(|e| err(
+                    Stage::StartingContainer,
+                    format!("uploading benchmarks/: {e}")
+                )));
+            self.dlog(
+                sink,
+                Pipe::Stdout,
+                format!(
+                    "uploaded benchmarks/ at {} to {workdir}",
+                    self.benchmarks_commit(job)
+                ),
+            )
+            .await;
+        }
+        tryr!(clock
+            .wait(self.docker.start_container(&name, None))
+            .await
+            .map_err(|e| err(Stage::StartingContainer, format!("starting {name}: {e}"))));
+        let mut wait = Box::pin(self.docker.wait_container(&name, None));
+
+        if let Some(port) = port {
+            sink.stage(Stage::LoadingServer).await;
+            let follower = {
+                let docker = self.docker.clone();
+                let sink = sink.clone();
+                let secrets = self.cfg.secrets.clone();
+                let name = name.clone();
+                tokio::spawn(async move {
+                    let logs = docker.logs(
+                        &name,
+                        Some(bollard::query_parameters::LogsOptions {
+                            follow: true,
+                            stdout: true,
+                            stderr: true,
+                            ..Default::default()
+                        }),
+                    );
+                    let mut out = LineOut {
+                        sink: &sink,
+                        stream: Stream::Server,
+                        secrets: &secrets,
+                        capture: None,
+                    };
+                    let _ = exec::pump(Box::pin(logs), &mut out).await;
+                })
+            };
+            lo.lock().unwrap().followers.push(follower);
+            let Some(host_port) = clock
+                .wait(container::host_port(&self.docker, &name, port))
+                .await
+            else {
+                return RunReport::new(err(
+                    Stage::LoadingServer,
+                    format!("no host port published for {port}/tcp"),
+                ));
+            };
+            let deadline = tokio::time::sleep(job.server_start_timeout);
+            tokio::pin!(deadline);
+            let t_ready = Instant::now();
+            loop {
+                let ready = tokio::select! {
+                    r = wait.next() => {
+                        let code = exit_code_of(r);
+                        self.flush_followers(lo).await;
+                        return RunReport::new(RunEnd::ServerDied { exit_code: code });
+                    }
+                    _ = &mut deadline => return RunReport::new(RunEnd::Timeout { stage: Stage::LoadingServer }),
+                    ok = health::ready(host_port) => ok,
+                };
+                if ready {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            // The readiness wait is the server's time, not nightshift's.
+            if let Ok(mut w) = clock.0.lock() {
+                *w += t_ready.elapsed();
+            }
+            self.dlog(
+                sink,
+                Pipe::Stdout,
+                format!(
+                    "server ready on 127.0.0.1:{host_port} ({:.3} s after container create)",
+                    t_create.elapsed().as_secs_f64()
+                ),
+            )
+            .await;
+            sink.send(RuntimeMsg::Provenance {
+                key: "server_ready_s".into(),
+                value: format!("{:.3}", t_create.elapsed().as_secs_f64()),
+            })
+            .await;
+        }
+
+        sink.stage(Stage::Benchmarking).await;
+        let t_bench = Instant::now();
+        let mut out = self.out(sink, Stream::Bench);
+        let bench = exec::run(
+            &self.docker,
+            &name,
+            vec!["sh".into(), "-c".into(), job.command.clone()],
+            Some(workdir),
+            &mut out,
+        );
+        let end = tokio::select! {
+            r = bench => match r {
+                Ok(code) => RunEnd::BenchExited { exit_code: code },
+                Err(e) => err(Stage::Benchmarking, format!("benchmark exec: {e}")),
+            },
+            r = wait.next() => {
+                let code = exit_code_of(r);
+                if serving {
+                    RunEnd::ServerDied { exit_code: code }
+                } else {
+                    err(Stage::Benchmarking, format!("container exited ({code:?}) during the benchmark"))
+                }
+            }
+            _ = tokio::time::sleep(job.run_timeout) => RunEnd::Timeout { stage: Stage::Benchmarking },
+        };
+        if let Ok(mut w) = clock.0.lock() {
+            *w += t_bench.elapsed();
+        }
+        RunReport::new(end)
+    }
+
+    /// Let the log followers deliver what the container printed last.
+    async fn flush_followers(&self, lo: &Mutex<Leftovers>) {
+        let followers: Vec<JoinHandle<()>> = std::mem::take(&mut lo.lock().unwrap().followers);
+        for f in followers {
+            let abort = f.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(10), f)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+
+    async fn teardown(&self, lo: &Mutex<Leftovers>, sink: &RunSink, grace_s: i32, clock: &Clock) {
+        let (containers, images) = {
+            let mut l = lo.lock().unwrap();
+            (
+                std::mem::take(&mut l.containers),
+                std::mem::take(&mut l.images),
+            )
+        };
+        for c in containers.iter().rev() {
+            if let Some(what) = clock
+                .wait(container::teardown(&self.docker, c, grace_s))
+                .await
+            {
+                self.dlog(sink, Pipe::Stdout, what).await;
+            }
+        }
+        clock.wait(self.flush_followers(lo)).await;
+        for i in images {
+            let _ = clock
+                .wait(self.docker.remove_image(
+                    &i,
+                    Some(RemoveImageOptions {
+                        force: true,
+                        ..Default::default()
+                    }),
+                    None,
+                ))
+                .await;
+        }
+    }
+}
+
+/// GPUs NVML sees (0 without a driver: runs that need GPUs then wait, 0-GPU runs proceed).
+pub fn visible_gpus() -> u32 {
+    nvml_wrapper::Nvml::init()
+        .and_then(|n| n.device_count())
+        .unwrap_or(0)
+}
+
+/// For `nightshift run --runtime docker`: check that Docker answers (with a hint when it
+/// does not), then build the runtime from the plan. Err is the exit status.
+pub fn for_cli(plan: &Plan) -> Result<Arc<dyn Runtime>, i32> {
+    let check = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|_| 1)?
+        .block_on(async { connect().await.map(|_| ()) });
+    if let Err(e) = check {
+        eprintln!("error: Docker is not reachable: {e}");
+        eprintln!("hint: start dockerd and check access to /var/run/docker.sock (or DOCKER_HOST); `nightshift doctor` checks everything a sweep needs");
+        return Err(1);
+    }
+    let mut cfg = DockerConfig::from_plan(plan);
+    if visible_gpus() == 0 {
+        eprintln!("nightshift: NVML sees no GPU: containers get no GPU device requests (stand-in / test mode)");
+        cfg.gpu_requests = false;
+    }
+    match DockerRuntime::new(cfg) {
+        Ok(rt) => Ok(Arc::new(rt)),
+        Err(e) => {
+            eprintln!("error: Docker: {e}");
+            Err(1)
+        }
+    }
+}
+
+#[async_trait]
+impl Runtime for DockerRuntime {
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+
+    async fn cleanup_leftovers(&self, sweep: &str) -> anyhow::Result<Vec<String>> {
+        self.init().await.map_err(|e| anyhow::anyhow!(e))?;
+        let mut lines = Vec::new();
+        for (id, name) in container::of_sweep(&self.docker, sweep).await? {
+            let shown = if name.is_empty() { id.clone() } else { name };
+            container::teardown(&self.docker, &id, 0).await;
+            lines.push(format!(
+                "removed container {shown} left by an earlier nightshift of sweep {sweep}"
+            ));
+        }
+        Ok(lines)
+    }
+
+    async fn execute(&self, job: RunJob, sink: RunSink, cancel: CancellationToken) -> RunReport {
+        let lo = Mutex::new(Leftovers::default());
+        let clock = Clock::default();
+        let t0 = Instant::now();
+        if let Err(e) = self.init().await {
+            return RunReport::new(err(Stage::PreparingImage, e));
+        }
+        let report = tokio::select! {
+            r = self.attempt(&job, &sink, &lo, &clock) => r,
+            _ = cancel.cancelled() => RunReport::new(RunEnd::Cancelled),
+        };
+        let grace = if report.end == RunEnd::Cancelled {
+            2
+        } else {
+            self.cfg.stop_grace_s
+        };
+        self.teardown(&lo, &sink, grace, &clock).await;
+        let total = t0.elapsed();
+        let own = total.saturating_sub(clock.waited());
+        self.dlog(
+            &sink,
+            Pipe::Stdout,
+            format!(
+                "attempt took {:.3} s; nightshift's own time {:.1} ms (the rest waiting on Docker and the server)",
+                total.as_secs_f64(),
+                own.as_secs_f64() * 1e3
+            ),
+        )
+        .await;
+        report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(cmd: &str, version: Option<&str>) -> RunJob {
+        let view = CommandView::parse(cmd).unwrap();
+        RunJob {
+            run: crate::model::RunId(0),
+            attempt: 1,
+            key: "k".into(),
+            sweep: "s".into(),
+            commit: "c".into(),
+            parent: None,
+            variant: crate::model::Variant::Human,
+            image: "i".into(),
+            model: None,
+            command: cmd.into(),
+            kind: view.kind.unwrap_or(crate::plan::BenchKind::Serving),
+            view,
+            gpus: vec![],
+            server_start_timeout: Duration::from_secs(1),
+            run_timeout: Duration::from_secs(1),
+            env: Default::default(),
+            fixes: vec![],
+            patch: None,
+            patch_dir: None,
+            vllm_version: version.map(Into::into),
+            sim: None,
+            seed: 0,
+        }
+    }
+
+    #[test]
+    fn server_command_takes_server_flags_only() {
+        let j = job(
+            "python benchmarks/benchmark_serving.py --model m/x --tp 2 --num-prompts 10 --enable-prefix-caching --dtype half",
+            Some("0.8.5"),
+        );
+        assert_eq!(
+            server_command(&j, 8000),
+            [
+                "vllm",
+                "serve",
+                "m/x",
+                "--port",
+                "8000",
+                "--tensor-parallel-size",
+                "2",
+                "--enable-prefix-caching",
+                "--dtype",
+                "half"
+            ]
+        );
+        let j = job(
+            "python benchmarks/benchmark_serving.py --model m --port 9000",
+            Some("0.4.2"),
+        );
+        assert_eq!(server_port(&j.view), 9000);
+        assert_eq!(
+            server_command(&j, 9000)[..3],
+            ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+        );
+        assert!(needs_benchmarks(&j.view));
+        assert!(!needs_benchmarks(
+            &job("vllm bench serve --model m", None).view
+        ));
+    }
+}
