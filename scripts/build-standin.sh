@@ -89,4 +89,8 @@ variant oom "STANDIN_FAIL=oom"
 variant hang "STANDIN_FAIL=hang"
 variant crash "STANDIN_FAIL=crash:2"
 variant portbug "STANDIN_FAIL=portbug STANDIN_VERSION=0.6.4"
+# Older source tags only pin stale layers.
+for t in $(docker images --format '{{.Tag}}' "$NAME" | grep '^src-' | grep -v "^src-$HASH$" || true); do
+  docker rmi "$NAME:$t" >/dev/null 2>&1 || true
+done
 echo "built $NAME:{latest,aimv2,numpy,oom,hang,crash,portbug} (src-$HASH)"

@@ -20,11 +20,17 @@ fn standin() -> Result<(), String> {
     static READY: OnceLock<Result<(), String>> = OnceLock::new();
     READY
         .get_or_init(|| {
-            let ping = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap()
-                .block_on(nightshift::runtime::docker::connect());
+            // Its own thread: callers may be inside a tokio runtime.
+            let ping = std::thread::spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap()
+                    .block_on(nightshift::runtime::docker::connect())
+                    .map(|_| ())
+            })
+            .join()
+            .unwrap();
             if let Err(e) = ping {
                 return Err(format!("Docker unreachable: {e}"));
             }

@@ -279,7 +279,28 @@ fn load_engine(model: &str) -> Result<(), i32> {
     Ok(())
 }
 
+extern "C" {
+    fn signal(sig: i32, handler: extern "C" fn(i32)) -> usize;
+    fn write(fd: i32, buf: *const u8, n: usize) -> isize;
+    fn _exit(code: i32) -> !;
+}
+
+/// SIGTERM/SIGINT: uvicorn's shutdown lines, then exit 0 (as PID 1 the default action
+/// would be to ignore SIGTERM and wait for Docker's SIGKILL). Only async-signal-safe calls.
+extern "C" fn on_term(_: i32) {
+    let msg = b"INFO:     Shutting down\nINFO:     Finished server process\n";
+    unsafe {
+        write(2, msg.as_ptr(), msg.len());
+        _exit(0)
+    }
+}
+
 fn server(args: &[String], positional: Option<String>) -> i32 {
+    // SAFETY: installs a handler that only calls async-signal-safe functions.
+    unsafe {
+        signal(15, on_term);
+        signal(2, on_term);
+    }
     if let Err(c) = import_vllm() {
         return c;
     }

@@ -225,7 +225,9 @@ fn keeper() -> Vec<String> {
 /// What an attempt created and must take down.
 #[derive(Default)]
 struct Leftovers {
-    containers: Vec<String>,
+    /// Name, and whether its main process deserves a grace period (a server does; a
+    /// `tail` keeper, PID 1 without a SIGTERM handler, would only make Docker wait).
+    containers: Vec<(String, bool)>,
     images: Vec<String>,
     followers: Vec<JoinHandle<()>>,
 }
@@ -388,7 +390,7 @@ impl DockerRuntime {
         clock: &Clock,
     ) -> Result<String, RunEnd> {
         let name = container::name(job, role);
-        lo.lock().unwrap().containers.push(name.clone());
+        lo.lock().unwrap().containers.push((name.clone(), false));
         let spec = container::Spec {
             image: image.to_string(),
             entrypoint: keeper(),
@@ -451,7 +453,7 @@ impl DockerRuntime {
 
     async fn remove_now(&self, name: &str, lo: &Mutex<Leftovers>, clock: &Clock) {
         clock.wait(container::teardown(&self.docker, name, 0)).await;
-        lo.lock().unwrap().containers.retain(|c| c != name);
+        lo.lock().unwrap().containers.retain(|c| c.0 != name);
     }
 
     /// Exec the recipes' steps in a prep container and commit the fixed image (reused by
@@ -775,7 +777,7 @@ impl DockerRuntime {
             self.cfg.shm_size.as_deref().and_then(container::parse_size)
         };
         let name = container::name(job, "run");
-        lo.lock().unwrap().containers.push(name.clone());
+        lo.lock().unwrap().containers.push((name.clone(), serving));
         let t_create = Instant::now();
         let spec = container::Spec {
             image: image.clone(),
@@ -965,9 +967,10 @@ impl DockerRuntime {
                 std::mem::take(&mut l.images),
             )
         };
-        for c in containers.iter().rev() {
+        for (c, graceful) in containers.iter().rev() {
+            let grace = if *graceful { grace_s } else { 0 };
             if let Some(what) = clock
-                .wait(container::teardown(&self.docker, c, grace_s))
+                .wait(container::teardown(&self.docker, c, grace))
                 .await
             {
                 self.dlog(sink, Pipe::Stdout, what).await;
