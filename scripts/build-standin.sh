@@ -27,8 +27,8 @@ if [ -z "${NIGHTSHIFT_STANDIN_REBUILD:-}" ] && docker image inspect "$NAME:src-$
   if [ $missing = 0 ]; then echo "stand-in images up to date ($NAME:src-$HASH)"; exit 0; fi
 fi
 
-TARGET_DIR=${STANDIN_TARGET_DIR:-/work/main/target-standin}
-[ -d /work/main ] || TARGET_DIR=$REPO/standin/target
+# Its own target dir (static, another target triple): never invalidates the main build's cache.
+TARGET_DIR=${STANDIN_TARGET_DIR:-${CARGO_TARGET_DIR:-$REPO/target}/standin}
 ( cd standin && RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR=$TARGET_DIR \
     cargo build --release --target x86_64-unknown-linux-gnu --quiet )
 BIN=$TARGET_DIR/x86_64-unknown-linux-gnu/release/vllm-standin
