@@ -4,7 +4,7 @@ use crate::diagnose::Diagnosis;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Default)]
-pub struct PolicyConfig;
+pub struct PolicyConfig {}
 
 pub struct Policy;
 
