@@ -5,4 +5,6 @@
 
 pub mod category;
 pub mod cli;
+pub mod diagnose;
 pub mod model;
+pub mod policy;
