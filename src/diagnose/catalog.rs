@@ -14,7 +14,8 @@ const BUILTIN: &str = include_str!("catalog.toml");
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum EvidencePick {
-    /// The uncaught (bare) exception line of a process if one matched, else the first.
+    /// The uncaught (bare) exception line of a process if one matched, else the first
+    /// exception line (`XxxError: …` behind a logger prefix), else the first match.
     #[default]
     Root,
     First,

@@ -20,8 +20,9 @@ pub const PORT_BUG_FIXED: &str = "0.7.3";
 /// The recipe offered for the bug (the workaround from the issue thread).
 pub const PORT_BUG_RECIPE: &str = "port-bug-spawn";
 
-/// A PEP 440 version (release, pre, post, dev; the local part is ignored).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A PEP 440 version (release, pre, post, dev; the local part is ignored). Equality and
+/// order are PEP 440's (`0.7` == `0.7.0`).
+#[derive(Debug, Clone)]
 pub struct PyVersion {
     pub release: Vec<u64>,
     /// (0 = a, 1 = b, 2 = rc, number)
@@ -78,6 +79,14 @@ impl PyVersion {
         (rel, pre, post, dev)
     }
 }
+
+impl PartialEq for PyVersion {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for PyVersion {}
 
 impl PartialOrd for PyVersion {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {

@@ -24,6 +24,9 @@ struct Cand {
 #[derive(Debug, Clone, Default)]
 struct SigState {
     first: Option<Cand>,
+    /// First match that is an exception line (`XxxError: …` after the prefixes).
+    exc: Option<Cand>,
+    /// First match that is an uncaught exception line of a process (no logger prefix).
     bare: Option<Cand>,
     last: Option<Cand>,
     after_seen: bool,
@@ -115,7 +118,12 @@ impl Scanner {
                 }
                 let st = &mut self.sigs[i];
                 let c = cand();
-                if st.bare.is_none() && text::is_bare_exception(clean) {
+                if st.exc.is_none() && text::is_exception(msg) {
+                    st.exc = Some(c.clone());
+                    if text::is_bare_exception(clean) {
+                        st.bare = Some(c.clone());
+                    }
+                } else if st.bare.is_none() && text::is_bare_exception(clean) {
                     st.bare = Some(c.clone());
                 }
                 if st.first.is_none() {
@@ -176,7 +184,7 @@ impl Scanner {
     fn pick(&self, i: usize) -> Option<&Cand> {
         let st = &self.sigs[i];
         match self.catalog.signatures[i].evidence {
-            EvidencePick::Root => st.bare.as_ref().or(st.first.as_ref()),
+            EvidencePick::Root => st.bare.as_ref().or(st.exc.as_ref()).or(st.first.as_ref()),
             EvidencePick::First => st.first.as_ref(),
             EvidencePick::Last => st.last.as_ref(),
         }
