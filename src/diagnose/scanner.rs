@@ -458,3 +458,7 @@ fn guess_stream(clean: &str) -> Stream {
         Stream::Server
     }
 }
+
+#[cfg(test)]
+#[path = "scanner_tests.rs"]
+mod tests;
