@@ -104,14 +104,21 @@ impl Policy {
         match c {
             Aimv2Conflict | NumpyAbi | LogitsWarperImport | PyairportsMissing | FaUtilsMissing => {
                 match self.recipes.for_category(c) {
-                    Some(r) if !r.changes_measurement || self.cfg.allow_measurement_changing_fixes => {
+                    Some(r)
+                        if !r.changes_measurement || self.cfg.allow_measurement_changing_fixes =>
+                    {
                         Action::AutoFix
                     }
                     _ => Action::Operator,
                 }
             }
-            CudaOom | CudaGraphCaptureTimeout | ServerStartTimeout | BenchTimeout | NoMetrics
-            | NcclError | BrokenPipe => Action::Retry,
+            CudaOom
+            | CudaGraphCaptureTimeout
+            | ServerStartTimeout
+            | BenchTimeout
+            | NoMetrics
+            | NcclError
+            | BrokenPipe => Action::Retry,
             DiskFull | NvidiaRuntimeMissing | GatedModelAuth => Action::PauseSweep,
             ModelArchUnsupported | RopeScalingIncompatible | AgentPatchFailed => Action::Skip,
             VersionPortBug | KvCacheTooSmall | EngineCoreInitFailed | ImageNotFound | Other => {
@@ -150,7 +157,12 @@ impl Policy {
 
     /// Decides what to do about attempt `attempt` (1-based) of a run that failed with `d`,
     /// given the recipes already applied to this run.
-    pub fn decide(&mut self, d: &Diagnosis, attempt: u32, fixes_already_applied: &[String]) -> Decision {
+    pub fn decide(
+        &mut self,
+        d: &Diagnosis,
+        attempt: u32,
+        fixes_already_applied: &[String],
+    ) -> Decision {
         let cat = d.category;
         let what = if d.predicted {
             format!("{cat} (predicted)")
@@ -169,7 +181,10 @@ impl Policy {
             } else {
                 ""
             };
-            format!("press f to apply fix {}{caveat}, r to retry, s to skip", r.name)
+            format!(
+                "press f to apply fix {}{caveat}, r to retry, s to skip",
+                r.name
+            )
         };
 
         let mut dec = match self.default_action(cat) {
@@ -183,9 +198,15 @@ impl Policy {
                 },
                 Some(r) => operator(
                     None,
-                    format!("{what} again after fix {} — waiting for operator (r to retry, s to skip)", r.name),
+                    format!(
+                        "{what} again after fix {} — waiting for operator (r to retry, s to skip)",
+                        r.name
+                    ),
                 ),
-                None => operator(None, format!("{what} — no fix recipe; waiting for operator (r to retry, s to skip)")),
+                None => operator(
+                    None,
+                    format!("{what} — no fix recipe; waiting for operator (r to retry, s to skip)"),
+                ),
             },
             Action::Retry => {
                 let limit = self.retry_limit(cat);
@@ -209,22 +230,33 @@ impl Policy {
                 }
             }
             Action::Operator => match recipe {
-                Some(r) if !applied => operator(Some(r.name.clone()), format!("{what} — {}", offer(r))),
+                Some(r) if !applied => {
+                    operator(Some(r.name.clone()), format!("{what} — {}", offer(r)))
+                }
                 Some(r) => operator(
                     None,
-                    format!("{what} again after fix {} — waiting for operator (r to retry, s to skip)", r.name),
+                    format!(
+                        "{what} again after fix {} — waiting for operator (r to retry, s to skip)",
+                        r.name
+                    ),
                 ),
-                None => operator(None, format!("{what} — waiting for operator (r to retry, s to skip)")),
+                None => operator(
+                    None,
+                    format!("{what} — waiting for operator (r to retry, s to skip)"),
+                ),
             },
             Action::Skip => Decision {
                 action: Action::Skip,
                 recipe: None,
                 retry_after: None,
                 pause_sweep: None,
-                reason: format!("{what} — cannot run on this commit; skipped (r retries it anyway)"),
+                reason: format!(
+                    "{what} — cannot run on this commit; skipped (r retries it anyway)"
+                ),
             },
             Action::PauseSweep => {
-                let why = format!("{what} — host-level problem, every later run would fail the same way");
+                let why =
+                    format!("{what} — host-level problem, every later run would fail the same way");
                 Decision {
                     action: Action::PauseSweep,
                     recipe: None,
@@ -344,11 +376,18 @@ mod tests {
         let first = p.decide(&d, 1, &[]);
         assert_eq!(first.action, Action::AutoFix);
         assert_eq!(first.recipe.as_deref(), Some("aimv2-exist-ok"));
-        assert_eq!(first.reason, "aimv2_conflict — applying fix aimv2-exist-ok, then retry");
+        assert_eq!(
+            first.reason,
+            "aimv2_conflict — applying fix aimv2-exist-ok, then retry"
+        );
         let again = p.decide(&d, 2, &["aimv2-exist-ok".to_string()]);
         assert_eq!(again.action, Action::Operator);
         assert_eq!(again.recipe, None);
-        assert!(again.reason.contains("again after fix aimv2-exist-ok"), "{}", again.reason);
+        assert!(
+            again.reason.contains("again after fix aimv2-exist-ok"),
+            "{}",
+            again.reason
+        );
     }
 
     #[test]
@@ -357,7 +396,12 @@ mod tests {
         let d = p.decide(&diag(Category::NumpyAbi), 1, &[]);
         assert_eq!(d.action, Action::Operator);
         assert_eq!(d.recipe.as_deref(), Some("numpy-lt-2"));
-        assert!(d.reason.contains("press f to apply fix numpy-lt-2 (may change what is measured)"), "{}", d.reason);
+        assert!(
+            d.reason
+                .contains("press f to apply fix numpy-lt-2 (may change what is measured)"),
+            "{}",
+            d.reason
+        );
 
         let mut p = policy(PolicyConfig {
             allow_measurement_changing_fixes: true,
@@ -377,7 +421,9 @@ mod tests {
             ..Default::default()
         });
         let d = diag(Category::BrokenPipe);
-        let waits: Vec<_> = (1..=4).map(|a| p.decide(&d, a, &[]).retry_after.unwrap().as_secs()).collect();
+        let waits: Vec<_> = (1..=4)
+            .map(|a| p.decide(&d, a, &[]).retry_after.unwrap().as_secs())
+            .collect();
         assert_eq!(waits, [30, 60, 100, 100]);
         let fifth = p.decide(&d, 5, &[]);
         assert_eq!(fifth.action, Action::Operator);
@@ -387,7 +433,11 @@ mod tests {
 
     #[test]
     fn timeouts_and_no_metrics_retry_once() {
-        for c in [Category::NoMetrics, Category::BenchTimeout, Category::ServerStartTimeout] {
+        for c in [
+            Category::NoMetrics,
+            Category::BenchTimeout,
+            Category::ServerStartTimeout,
+        ] {
             let mut p = policy(PolicyConfig::default());
             let d1 = p.decide(&diag(c), 1, &[]);
             assert_eq!(d1.action, Action::Retry, "{c}");
@@ -399,7 +449,10 @@ mod tests {
     #[test]
     fn skip_and_host_level_categories() {
         let mut p = policy(PolicyConfig::default());
-        for c in [Category::ModelArchUnsupported, Category::RopeScalingIncompatible] {
+        for c in [
+            Category::ModelArchUnsupported,
+            Category::RopeScalingIncompatible,
+        ] {
             let d = p.decide(&diag(c), 1, &[]);
             assert_eq!(d.action, Action::Skip);
             assert!(d.pause_sweep.is_none());
@@ -416,20 +469,31 @@ mod tests {
         let d = p.decide(&pred, 1, &[]);
         assert_eq!(d.action, Action::Operator);
         assert_eq!(d.recipe.as_deref(), Some("port-bug-spawn"));
-        assert!(d.reason.starts_with("version_port_bug (predicted) — press f to apply fix port-bug-spawn"), "{}", d.reason);
+        assert!(
+            d.reason
+                .starts_with("version_port_bug (predicted) — press f to apply fix port-bug-spawn"),
+            "{}",
+            d.reason
+        );
 
-        let cfg = PolicyConfig::from_toml("[actions]\nversion_port_bug = \"skip\"\n", "policy.toml").unwrap();
+        let cfg =
+            PolicyConfig::from_toml("[actions]\nversion_port_bug = \"skip\"\n", "policy.toml")
+                .unwrap();
         let mut p = policy(cfg);
         assert_eq!(p.decide(&pred, 1, &[]).action, Action::Skip);
     }
 
     #[test]
     fn config_rejects_unknown_fields_with_a_location() {
-        let e = PolicyConfig::from_toml("max_retries = 3\nbreaker = 2\n", "policy.toml").unwrap_err();
+        let e =
+            PolicyConfig::from_toml("max_retries = 3\nbreaker = 2\n", "policy.toml").unwrap_err();
         assert!(e.to_string().starts_with("policy.toml:2:"), "{e}");
-        let e = PolicyConfig::from_toml("[actions]\ncuda_oom = \"explode\"\n", "policy.toml").unwrap_err();
+        let e = PolicyConfig::from_toml("[actions]\ncuda_oom = \"explode\"\n", "policy.toml")
+            .unwrap_err();
         assert!(e.to_string().starts_with("policy.toml:2:"), "{e}");
-        let c = PolicyConfig::from_toml("breaker_threshold = 5\n[retry_limits]\ncuda_oom = 0\n", "p").unwrap();
+        let c =
+            PolicyConfig::from_toml("breaker_threshold = 5\n[retry_limits]\ncuda_oom = 0\n", "p")
+                .unwrap();
         assert_eq!(c.breaker_threshold, 5);
         assert_eq!(policy(c).retry_limit(Category::CudaOom), 0);
     }
@@ -447,7 +511,10 @@ mod tests {
                 assert!(end.pause_sweep.is_none());
             } else {
                 assert_eq!(end.action, Action::PauseSweep);
-                assert_eq!(end.pause_sweep.as_deref(), Some("breaker tripped: 3 × cuda_oom in a row"));
+                assert_eq!(
+                    end.pause_sweep.as_deref(),
+                    Some("breaker tripped: 3 × cuda_oom in a row")
+                );
                 assert!(end.reason.contains("breaker tripped"), "{}", end.reason);
             }
         }
@@ -469,7 +536,10 @@ mod tests {
         // Ignored categories (per-commit problems) neither count nor break a streak.
         p.decide(&oom, 1, &[]);
         for _ in 0..5 {
-            assert_eq!(p.decide(&diag(Category::ImageNotFound), 1, &[]).action, Action::Operator);
+            assert_eq!(
+                p.decide(&diag(Category::ImageNotFound), 1, &[]).action,
+                Action::Operator
+            );
         }
         assert_eq!(p.decide(&oom, 1, &[]).action, Action::PauseSweep);
     }
@@ -481,7 +551,10 @@ mod tests {
             ..Default::default()
         });
         for _ in 0..10 {
-            assert_eq!(p.decide(&diag(Category::Other), 1, &[]).action, Action::Operator);
+            assert_eq!(
+                p.decide(&diag(Category::Other), 1, &[]).action,
+                Action::Operator
+            );
         }
     }
 }

@@ -50,5 +50,10 @@ fn corpus_failures_are_classified_as_labelled() {
         }
     }
     assert!(total >= 23, "expected the 23 failure cases, found {total}");
-    assert!(wrong.is_empty(), "{}/{total} wrong:\n{}", wrong.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{}/{total} wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
 }

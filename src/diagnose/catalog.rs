@@ -99,8 +99,17 @@ impl Ctx<'_> {
     fn regex(&self, s: &Spanned<String>) -> Result<Regex, DataError> {
         Regex::new(s.get_ref()).map_err(|e| {
             // Regex errors span several lines; keep the operator's view compact.
-            let msg = e.to_string().lines().last().unwrap_or("").trim().to_string();
-            self.err(s.span().start, format!("invalid regex `{}`: {msg}", s.get_ref()))
+            let msg = e
+                .to_string()
+                .lines()
+                .last()
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            self.err(
+                s.span().start,
+                format!("invalid regex `{}`: {msg}", s.get_ref()),
+            )
         })
     }
     fn regexes(&self, v: &[Spanned<String>]) -> Result<Vec<Regex>, DataError> {
@@ -164,7 +173,9 @@ impl Catalog {
                         continue;
                     }
                     None => {
-                        return Err(cx.err(at, format!("cannot disable unknown signature `{}`", r.name)))
+                        return Err(
+                            cx.err(at, format!("cannot disable unknown signature `{}`", r.name))
+                        )
                     }
                 }
             }
@@ -175,7 +186,10 @@ impl Catalog {
                         cx.err(at, format!("new signature `{}` needs a `category`", r.name))
                     })?;
                     if r.regex.as_ref().is_none_or(|v| v.is_empty()) {
-                        return Err(cx.err(at, format!("new signature `{}` needs at least one `regex`", r.name)));
+                        return Err(cx.err(
+                            at,
+                            format!("new signature `{}` needs at least one `regex`", r.name),
+                        ));
                     }
                     Signature {
                         name: r.name.clone(),
@@ -203,7 +217,10 @@ impl Catalog {
             }
             if let Some(v) = r.regex {
                 if v.is_empty() {
-                    return Err(cx.err(at, format!("signature `{}` needs at least one `regex`", r.name)));
+                    return Err(cx.err(
+                        at,
+                        format!("signature `{}` needs at least one `regex`", r.name),
+                    ));
                 }
                 sig.regex = cx.regexes(&v)?;
             }
@@ -309,14 +326,20 @@ disabled = true
     #[test]
     fn errors_name_origin_line_and_column() {
         let e = Catalog::builtin()
-            .with_overrides("\n[[signature]]\nname = \"x\"\ncategory = \"nope\"\nregex = ['a']\n", "ops.toml")
+            .with_overrides(
+                "\n[[signature]]\nname = \"x\"\ncategory = \"nope\"\nregex = ['a']\n",
+                "ops.toml",
+            )
             .unwrap_err();
         let s = e.to_string();
         assert!(s.starts_with("ops.toml:4:"), "{s}");
         assert!(s.contains("nope"), "{s}");
 
         let e = Catalog::builtin()
-            .with_overrides("[[signature]]\nname = \"x\"\ncategory = \"other\"\nregex = ['(unclosed']\n", "ops.toml")
+            .with_overrides(
+                "[[signature]]\nname = \"x\"\ncategory = \"other\"\nregex = ['(unclosed']\n",
+                "ops.toml",
+            )
             .unwrap_err();
         assert!(e.to_string().starts_with("ops.toml:4:"), "{e}");
         assert!(e.to_string().contains("invalid regex"), "{e}");
@@ -327,7 +350,10 @@ disabled = true
         assert!(e.to_string().contains("needs a `category`"), "{e}");
 
         let e = Catalog::builtin()
-            .with_overrides("[[signature]]\nname = \"cuda_oom\"\nbogus = 1\n", "ops.toml")
+            .with_overrides(
+                "[[signature]]\nname = \"cuda_oom\"\nbogus = 1\n",
+                "ops.toml",
+            )
             .unwrap_err();
         assert!(e.to_string().starts_with("ops.toml:3:"), "{e}");
     }

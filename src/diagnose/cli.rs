@@ -75,7 +75,10 @@ fn human(
     writeln!(out, "  category: {}", d.category)?;
     let ev = text::clean(&d.evidence);
     // Control characters never reach the terminal.
-    let ev: String = ev.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let ev: String = ev
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     match d.line_no {
         Some(n) => writeln!(out, "  evidence: line {n}: {}", ev.trim())?,
         None => writeln!(out, "  evidence: {}", ev.trim())?,
@@ -111,18 +114,24 @@ mod tests {
         .unwrap();
         let mut out = Vec::new();
         let mut err = Vec::new();
-        assert_eq!(main(&[p.clone()], true, &mut out, &mut err), 0);
+        assert_eq!(main(std::slice::from_ref(&p), true, &mut out, &mut err), 0);
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["category"], "aimv2_conflict");
         assert_eq!(v["action"], "auto_fix");
         assert_eq!(v["recipe"], "aimv2-exist-ok");
-        assert!(v["evidence"].as_str().unwrap().contains("'aimv2' is already used"));
+        assert!(v["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("'aimv2' is already used"));
         assert_eq!(v["file"], p.display().to_string());
 
         let mut out = Vec::new();
-        assert_eq!(main(&[p.clone()], false, &mut out, &mut err), 0);
+        assert_eq!(main(std::slice::from_ref(&p), false, &mut out, &mut err), 0);
         let s = String::from_utf8(out).unwrap();
-        assert!(s.contains("category: aimv2_conflict") && s.contains("recipe:   aimv2-exist-ok"), "{s}");
+        assert!(
+            s.contains("category: aimv2_conflict") && s.contains("recipe:   aimv2-exist-ok"),
+            "{s}"
+        );
 
         let mut out = Vec::new();
         let missing = dir.path().join("nope.log");

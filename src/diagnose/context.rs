@@ -72,8 +72,14 @@ impl FailureContext {
     /// How the process ended, as a sentence (for fallback evidence).
     pub fn exit_description(&self) -> Option<String> {
         match (&self.signal, self.exit_code) {
-            (Some(sig), _) => Some(format!("process killed by {sig}{}", kill_hint(Some(sig), None))),
-            (None, Some(c)) if c != 0 => Some(format!("process exited with status {c}{}", kill_hint(None, Some(c)))),
+            (Some(sig), _) => Some(format!(
+                "process killed by {sig}{}",
+                kill_hint(Some(sig), None)
+            )),
+            (None, Some(c)) if c != 0 => Some(format!(
+                "process exited with status {c}{}",
+                kill_hint(None, Some(c))
+            )),
             _ => None,
         }
     }
@@ -84,7 +90,9 @@ fn kill_hint(sig: Option<&str>, code: Option<i64>) -> &'static str {
         (Some("SIGKILL") | Some("KILL") | Some("9"), _) | (_, Some(137)) => {
             " (out of host memory, or killed by the runtime)"
         }
-        (Some("SIGSEGV") | Some("SEGV") | Some("11"), _) | (_, Some(139)) => " (segmentation fault)",
+        (Some("SIGSEGV") | Some("SEGV") | Some("11"), _) | (_, Some(139)) => {
+            " (segmentation fault)"
+        }
         _ => "",
     }
 }

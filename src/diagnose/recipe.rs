@@ -147,10 +147,16 @@ impl RecipeBook {
     /// Adds recipes, or replaces those with the same name. Errors name `origin:line:col`.
     pub fn with_overrides(mut self, toml_text: &str, origin: &str) -> Result<Self, DataError> {
         let raw: RawBook = toml::from_str(toml_text).map_err(|e| {
-            DataError::at(origin, toml_text, e.span().map_or(0, |s| s.start), e.message())
+            DataError::at(
+                origin,
+                toml_text,
+                e.span().map_or(0, |s| s.start),
+                e.message(),
+            )
         })?;
         static NAME: OnceLock<Regex> = OnceLock::new();
-        let name_re = NAME.get_or_init(|| Regex::new(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$").expect("regex"));
+        let name_re =
+            NAME.get_or_init(|| Regex::new(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$").expect("regex"));
         for sp in raw.recipe {
             let at = sp.span().start;
             let r = sp.into_inner();
@@ -220,19 +226,42 @@ mod tests {
             assert_eq!(!r.changes_measurement, auto, "{name}");
         }
         let aim = b.get("aimv2-exist-ok").unwrap();
-        let Step::Shell { run } = &aim.steps[0] else { panic!() };
-        assert!(run.contains("exist_ok=True") && run.contains("transformers_utils/configs/ovis*.py"));
+        let Step::Shell { run } = &aim.steps[0] else {
+            panic!()
+        };
+        assert!(
+            run.contains("exist_ok=True") && run.contains("transformers_utils/configs/ovis*.py")
+        );
         let fa = b.get("fa-utils-from-source").unwrap();
         assert_eq!(
-            fa.steps[0].dest_in("/usr/lib/python3/dist-packages/vllm/").unwrap(),
+            fa.steps[0]
+                .dest_in("/usr/lib/python3/dist-packages/vllm/")
+                .unwrap(),
             "/usr/lib/python3/dist-packages/vllm/vllm_flash_attn/fa_utils.py"
         );
-        assert!(matches!(&fa.steps[0], Step::CopyFromSource { path, .. } if path == "vllm/vllm_flash_attn/fa_utils.py"));
+        assert!(
+            matches!(&fa.steps[0], Step::CopyFromSource { path, .. } if path == "vllm/vllm_flash_attn/fa_utils.py")
+        );
         let port = b.get("port-bug-spawn").unwrap();
         assert_eq!(port.scope, RecipeScope::Commit);
-        assert_eq!(port.env.get("VLLM_WORKER_MULTIPROC_METHOD").map(String::as_str), Some("spawn"));
-        assert!(b.get("numpy-lt-2").unwrap().steps.iter().any(|s| matches!(s, Step::Shell { run } if run.contains("'numpy<2'"))));
-        assert!(b.get("transformers-lt-4.46").unwrap().steps.iter().any(|s| matches!(s, Step::Shell { run } if run.contains("'transformers<4.46'"))));
+        assert_eq!(
+            port.env
+                .get("VLLM_WORKER_MULTIPROC_METHOD")
+                .map(String::as_str),
+            Some("spawn")
+        );
+        assert!(b
+            .get("numpy-lt-2")
+            .unwrap()
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::Shell { run } if run.contains("'numpy<2'"))));
+        assert!(b
+            .get("transformers-lt-4.46")
+            .unwrap()
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::Shell { run } if run.contains("'transformers<4.46'"))));
     }
 
     #[test]
@@ -244,7 +273,11 @@ mod tests {
                 if let Step::Shell { run } = s {
                     for line in run.lines() {
                         let l = line.to_lowercase();
-                        assert!(!(l.contains("install") && l.contains("pyairports")), "{}: {line}", r.name);
+                        assert!(
+                            !(l.contains("install") && l.contains("pyairports")),
+                            "{}: {line}",
+                            r.name
+                        );
                     }
                 }
             }
@@ -259,13 +292,18 @@ mod tests {
             "python3 -m pip install -U outlines pyairports",
             "uv pip install pyairports",
         ] {
-            assert!(installs_pyairports(&Step::Shell { run: cmd.into() }), "{cmd}");
+            assert!(
+                installs_pyairports(&Step::Shell { run: cmd.into() }),
+                "{cmd}"
+            );
         }
-        assert!(!installs_pyairports(&Step::Shell { run: "pip install 'outlines<0.0.42'".into() }));
-        let text = format!(
-            "[[recipe]]\nname = \"bad\"\nfixes = [\"pyairports_missing\"]\nchanges_measurement = false\nsteps = [{{ kind = \"shell\", run = \"pip install pyairports\" }}]\n"
-        );
-        let e = RecipeBook::builtin().with_overrides(&text, "ops.toml").unwrap_err();
+        assert!(!installs_pyairports(&Step::Shell {
+            run: "pip install 'outlines<0.0.42'".into()
+        }));
+        let text = "[[recipe]]\nname = \"bad\"\nfixes = [\"pyairports_missing\"]\nchanges_measurement = false\nsteps = [{ kind = \"shell\", run = \"pip install pyairports\" }]\n";
+        let e = RecipeBook::builtin()
+            .with_overrides(text, "ops.toml")
+            .unwrap_err();
         assert!(e.to_string().starts_with("ops.toml:1:"), "{e}");
         assert!(e.to_string().contains("placeholder"), "{e}");
     }
@@ -283,11 +321,17 @@ mod tests {
         assert_eq!(b.all().iter().filter(|r| r.name == "numpy-lt-2").count(), 1);
 
         let e = RecipeBook::builtin()
-            .with_overrides("[[recipe]]\nname = \"x\"\nfixes = [\"bogus\"]\nchanges_measurement = true\n", "ops.toml")
+            .with_overrides(
+                "[[recipe]]\nname = \"x\"\nfixes = [\"bogus\"]\nchanges_measurement = true\n",
+                "ops.toml",
+            )
             .unwrap_err();
         assert!(e.to_string().starts_with("ops.toml:3:"), "{e}");
         let e = RecipeBook::builtin()
-            .with_overrides("[[recipe]]\nname = \"bad name\"\nfixes = []\nchanges_measurement = true\n", "o")
+            .with_overrides(
+                "[[recipe]]\nname = \"bad name\"\nfixes = []\nchanges_measurement = true\n",
+                "o",
+            )
             .unwrap_err();
         assert!(e.to_string().contains("image tag"), "{e}");
     }
@@ -304,7 +348,11 @@ mod tests {
             r.fixed_image("localhost:5000/vllm").unwrap(),
             "localhost:5000/vllm:latest-nsfix-aimv2-exist-ok"
         );
-        assert!(b.get("port-bug-spawn").unwrap().fixed_image("x:y").is_none());
+        assert!(b
+            .get("port-bug-spawn")
+            .unwrap()
+            .fixed_image("x:y")
+            .is_none());
         assert!(r.summary().starts_with("aimv2-exist-ok: sh: "));
     }
 }

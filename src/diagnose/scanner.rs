@@ -212,7 +212,7 @@ impl Scanner {
         best
     }
 
-    fn from_sig(&self, i: usize, c: &Cand) -> Diagnosis {
+    fn diag_sig(&self, i: usize, c: &Cand) -> Diagnosis {
         let sig = &self.catalog.signatures[i];
         Diagnosis {
             category: sig.category,
@@ -224,7 +224,7 @@ impl Scanner {
         }
     }
 
-    fn from_cand(&self, category: Category, c: &Cand) -> Diagnosis {
+    fn diag_line(&self, category: Category, c: &Cand) -> Diagnosis {
         Diagnosis {
             category,
             evidence: c.raw.clone(),
@@ -270,7 +270,10 @@ impl Scanner {
             ));
         }
         if ctx.image_missing {
-            let fact = ctx.pull_error.clone().unwrap_or_else(|| "image not found".into());
+            let fact = ctx
+                .pull_error
+                .clone()
+                .unwrap_or_else(|| "image not found".into());
             return Some(self.category_or_fact(Category::ImageNotFound, fact));
         }
         if ctx.disk_full {
@@ -283,13 +286,13 @@ impl Scanner {
                 sub.feed(Stream::Pull, l);
             }
             if let Some((i, c)) = sub.best(false, None) {
-                return Some(sub.from_sig(i, c));
+                return Some(sub.diag_sig(i, c));
             }
         }
 
         // 2. A root cause in the log.
         if let Some((i, c)) = self.best(false, None) {
-            let mut d = self.from_sig(i, c);
+            let mut d = self.diag_sig(i, c);
             if d.category == Category::VersionPortBug
                 && ctx.vllm_version.as_deref().and_then(port_bug_affected) == Some(false)
             {
@@ -309,16 +312,18 @@ impl Scanner {
         if let Some((i, c)) = self.best(true, None) {
             if let Some(e) = &self.first_exception {
                 if e.line_no < c.line_no {
-                    return Some(self.from_cand(Category::Other, e));
+                    return Some(self.diag_line(Category::Other, e));
                 }
             }
-            return Some(self.from_sig(i, c));
+            return Some(self.diag_sig(i, c));
         }
 
         // 5. The benchmark ran but measured nothing.
         if ctx.no_metrics() {
             let ev = match ctx.successful_requests {
-                Some(n) if ctx.has_result && n <= 0.0 => "benchmark finished with 0 successful requests".to_string(),
+                Some(n) if ctx.has_result && n <= 0.0 => {
+                    "benchmark finished with 0 successful requests".to_string()
+                }
                 _ => "benchmark finished without a result block".to_string(),
             };
             return Some(Self::fact(Category::NoMetrics, ev));
@@ -332,13 +337,13 @@ impl Scanner {
             return Some(Self::fact(Category::Other, pe.clone()));
         }
         if let Some(e) = self.first_exception.as_ref().or(self.first_error.as_ref()) {
-            return Some(self.from_cand(Category::Other, e));
+            return Some(self.diag_line(Category::Other, e));
         }
         if let Some(ex) = ctx.exit_description() {
             return Some(Self::fact(Category::Other, ex));
         }
         Some(match &self.last_line {
-            Some(l) => self.from_cand(Category::Other, l),
+            Some(l) => self.diag_line(Category::Other, l),
             None => Self::fact(Category::Other, "no output".into()),
         })
     }
@@ -351,7 +356,7 @@ impl Scanner {
             .or_else(|| self.best(true, Some(cat)))
         {
             Some((i, c)) => {
-                let mut d = self.from_sig(i, c);
+                let mut d = self.diag_sig(i, c);
                 d.category = cat;
                 d
             }
@@ -390,14 +395,14 @@ impl Scanner {
                     }
                 }
                 if let Some(c) = capture {
-                    return self.from_cand(Category::CudaGraphCaptureTimeout, c);
+                    return self.diag_line(Category::CudaGraphCaptureTimeout, c);
                 }
                 // Said it was ready but never answered: the quiet form of #8791.
                 if ctx.serving
                     && ctx.vllm_version.as_deref().and_then(port_bug_affected) == Some(true)
                 {
                     if let Some(c) = &self.startup_complete {
-                        let mut d = self.from_cand(Category::VersionPortBug, c);
+                        let mut d = self.diag_line(Category::VersionPortBug, c);
                         d.recipe = Some(super::predict::PORT_BUG_RECIPE.into());
                         return d;
                     }

@@ -135,7 +135,11 @@ fn each_signature_matches_its_positive_and_not_its_near_miss() {
     for (want, pos, neg) in CASES {
         let d = file(pos);
         assert_eq!(d.category, *want, "positive: {pos}");
-        assert!(pos.lines().any(|l| l == d.evidence), "evidence {:?} for {pos}", d.evidence);
+        assert!(
+            pos.lines().any(|l| l == d.evidence),
+            "evidence {:?} for {pos}",
+            d.evidence
+        );
         let n = file(neg);
         assert_ne!(n.category, *want, "near miss: {neg}");
     }
@@ -176,7 +180,9 @@ fn root_causes_beat_symptoms() {
          [W520 TCPStore.cpp:106] [c10d] sendBytes failed on SocketImpl(fd=135): Broken pipe\n",
     );
     assert_eq!(d.category, Category::Other);
-    assert!(d.evidence.contains("RuntimeError: CUDA error: an illegal memory access"));
+    assert!(d
+        .evidence
+        .contains("RuntimeError: CUDA error: an illegal memory access"));
 
     // KV cache inside EngineCore failing to start.
     let d = file(
@@ -228,7 +234,10 @@ fn streams_are_respected_in_streaming_mode() {
         exit_code: Some(1),
         ..Default::default()
     };
-    assert_ne!(sc.conclude(&ctx).unwrap().category, Category::AgentPatchFailed);
+    assert_ne!(
+        sc.conclude(&ctx).unwrap().category,
+        Category::AgentPatchFailed
+    );
     let mut sc = Scanner::new(cat());
     feed(&mut sc, Stream::Docker, "error: patch failed: x.py:1");
     let d = sc.conclude(&ctx).unwrap();
@@ -239,7 +248,11 @@ fn streams_are_respected_in_streaming_mode() {
 #[test]
 fn success_concludes_nothing() {
     let mut sc = Scanner::new(cat());
-    feed(&mut sc, Stream::Server, "WARNING something Broken pipe\nINFO:     Application startup complete.");
+    feed(
+        &mut sc,
+        Stream::Server,
+        "WARNING something Broken pipe\nINFO:     Application startup complete.",
+    );
     let ok = FailureContext {
         bench_finished: true,
         has_result: true,
@@ -248,7 +261,10 @@ fn success_concludes_nothing() {
         ..Default::default()
     };
     assert_eq!(sc.conclude(&ok), None);
-    assert_eq!(Scanner::new(cat()).conclude(&FailureContext::default()), None);
+    assert_eq!(
+        Scanner::new(cat()).conclude(&FailureContext::default()),
+        None
+    );
 }
 
 #[test]
@@ -268,7 +284,11 @@ fn stage_timeouts() {
     assert!(d.evidence.contains("Capturing the model for CUDA graphs"));
 
     // Capture finished, then nothing: a plain start timeout.
-    feed(&mut sc, Stream::Server, "INFO 07-08 20:49:53 model_runner.py:1117] Graph capturing finished in 8 secs.");
+    feed(
+        &mut sc,
+        Stream::Server,
+        "INFO 07-08 20:49:53 model_runner.py:1117] Graph capturing finished in 8 secs.",
+    );
     let d = sc.conclude(&ctx).unwrap();
     assert_eq!(d.category, Category::ServerStartTimeout);
     assert!(d.evidence.contains("Graph capturing finished"));
@@ -276,7 +296,10 @@ fn stage_timeouts() {
     // Capture progress on the bench stream does not count.
     let mut sc = Scanner::new(cat());
     feed(&mut sc, Stream::Bench, capture);
-    assert_eq!(sc.conclude(&ctx).unwrap().category, Category::ServerStartTimeout);
+    assert_eq!(
+        sc.conclude(&ctx).unwrap().category,
+        Category::ServerStartTimeout
+    );
 
     let bench = FailureContext {
         stage: Some(Stage::Benchmarking),
@@ -284,13 +307,21 @@ fn stage_timeouts() {
         ..Default::default()
     };
     let mut sc = Scanner::new(cat());
-    feed(&mut sc, Stream::Bench, "  5%|▌         | 50/1000 [00:10<03:10,  5.00it/s]");
+    feed(
+        &mut sc,
+        Stream::Bench,
+        "  5%|▌         | 50/1000 [00:10<03:10,  5.00it/s]",
+    );
     let d = sc.conclude(&bench).unwrap();
     assert_eq!(d.category, Category::BenchTimeout);
 
     // A root cause in the log beats the timeout it caused.
     let mut sc = Scanner::new(cat());
-    feed(&mut sc, Stream::Server, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB");
+    feed(
+        &mut sc,
+        Stream::Server,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB",
+    );
     assert_eq!(sc.conclude(&ctx).unwrap().category, Category::CudaOom);
 }
 
@@ -321,7 +352,11 @@ fn port_bug_confirmation_depends_on_order_and_version() {
 
     // The quiet form: ready, then never healthy, on an affected version.
     let mut sc = Scanner::new(cat());
-    feed(&mut sc, Stream::Server, "INFO:     Application startup complete.");
+    feed(
+        &mut sc,
+        Stream::Server,
+        "INFO:     Application startup complete.",
+    );
     let quiet = FailureContext {
         stage: Some(Stage::LoadingServer),
         timed_out: true,
@@ -329,12 +364,18 @@ fn port_bug_confirmation_depends_on_order_and_version() {
         vllm_version: Some("0.6.4.post1".into()),
         ..Default::default()
     };
-    assert_eq!(sc.conclude(&quiet).unwrap().category, Category::VersionPortBug);
+    assert_eq!(
+        sc.conclude(&quiet).unwrap().category,
+        Category::VersionPortBug
+    );
     let later = FailureContext {
         vllm_version: Some("0.8.5".into()),
         ..quiet
     };
-    assert_eq!(sc.conclude(&later).unwrap().category, Category::ServerStartTimeout);
+    assert_eq!(
+        sc.conclude(&later).unwrap().category,
+        Category::ServerStartTimeout
+    );
 }
 
 #[test]
@@ -351,7 +392,9 @@ fn facts_from_the_runtime() {
     let d = sc
         .conclude(&FailureContext {
             stage: Some(Stage::PreparingImage),
-            pull_error: Some("write /var/lib/docker/tmp/GetImageBlob123: no space left on device".into()),
+            pull_error: Some(
+                "write /var/lib/docker/tmp/GetImageBlob123: no space left on device".into(),
+            ),
             ..Default::default()
         })
         .unwrap();
@@ -413,7 +456,10 @@ fn operator_signatures_take_effect_without_recompiling() {
             "ops.toml",
         )
         .unwrap();
-    let d = diagnose_text(&c, b"torch.OutOfMemoryError: CUDA out of memory. Tried\nSandbox terminated unexpectedly\n");
+    let d = diagnose_text(
+        &c,
+        b"torch.OutOfMemoryError: CUDA out of memory. Tried\nSandbox terminated unexpectedly\n",
+    );
     assert_eq!(d.category, Category::BrokenPipe);
 }
 
@@ -421,7 +467,10 @@ fn operator_signatures_take_effect_without_recompiling() {
 fn state_stays_bounded_on_long_logs() {
     let mut sc = Scanner::new(cat());
     for i in 0..50_000 {
-        sc.feed(Stream::Server, &format!("INFO 01-01 00:00:00 a.py:1] step {i} Broken pipe"));
+        sc.feed(
+            Stream::Server,
+            &format!("INFO 01-01 00:00:00 a.py:1] step {i} Broken pipe"),
+        );
     }
     assert_eq!(sc.recent_server.len(), RECENT_SERVER);
     assert_eq!(sc.lines_seen(), 50_000);

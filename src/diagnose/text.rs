@@ -16,9 +16,7 @@ fn re(cell: &'static OnceLock<Regex>, pat: &str) -> &'static Regex {
 /// Removes ANSI escape sequences, carriage returns and NO-BREAK SPACEs (web log viewers).
 pub fn clean(line: &str) -> Cow<'_, str> {
     static ANSI: OnceLock<Regex> = OnceLock::new();
-    let needs = line
-        .bytes()
-        .any(|b| b == 0x1b || b == b'\r' || b == 0xc2);
+    let needs = line.bytes().any(|b| b == 0x1b || b == b'\r' || b == 0xc2);
     if !needs {
         return Cow::Borrowed(line);
     }
@@ -92,7 +90,11 @@ pub fn is_bare_exception(clean: &str) -> bool {
 /// of an error message appears there too, but it is not the error.
 pub fn is_source_echo(msg: &str) -> bool {
     static SRC: OnceLock<Regex> = OnceLock::new();
-    re(&SRC, r#"^\s*(?:raise\s+[\w.]+\s*(?:\(|$)|File "[^"]*", line \d+|\^+\s*$)"#).is_match(msg)
+    re(
+        &SRC,
+        r#"^\s*(?:raise\s+[\w.]+\s*(?:\(|$)|File "[^"]*", line \d+|\^+\s*$)"#,
+    )
+    .is_match(msg)
 }
 
 /// An error-looking line that is not an exception (fallback evidence).
@@ -135,17 +137,27 @@ mod tests {
 
     #[test]
     fn bare_exception_lines() {
-        assert!(is_bare_exception("torch.OutOfMemoryError: CUDA out of memory."));
+        assert!(is_bare_exception(
+            "torch.OutOfMemoryError: CUDA out of memory."
+        ));
         assert!(is_bare_exception("[2025-05-20T10:47:04Z] RuntimeError: x"));
-        assert!(!is_bare_exception("(VllmWorkerProcess pid=1) ERROR 01-01 00:00:00 a.py:1] RuntimeError: x"));
-        assert!(!is_bare_exception("ERROR 01-19 03:55:24 multiproc_worker_utils.py:233] RuntimeError: x"));
+        assert!(!is_bare_exception(
+            "(VllmWorkerProcess pid=1) ERROR 01-01 00:00:00 a.py:1] RuntimeError: x"
+        ));
+        assert!(!is_bare_exception(
+            "ERROR 01-19 03:55:24 multiproc_worker_utils.py:233] RuntimeError: x"
+        ));
         assert!(!is_bare_exception("INFO some message"));
     }
 
     #[test]
     fn source_echo() {
-        assert!(is_source_echo("    raise ValueError(\"No available memory\""));
-        assert!(is_source_echo("raise RuntimeError(f\"NCCL error: {error_str}\")"));
+        assert!(is_source_echo(
+            "    raise ValueError(\"No available memory\""
+        ));
+        assert!(is_source_echo(
+            "raise RuntimeError(f\"NCCL error: {error_str}\")"
+        ));
         assert!(is_source_echo("  File \"/x.py\", line 3, in f"));
         assert!(!is_source_echo("ValueError: raise the limit"));
     }
