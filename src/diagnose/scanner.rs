@@ -140,13 +140,18 @@ impl Scanner {
             }
         }
 
-        let noise = cat.is_noise(clean);
-        if !echo && !noise {
-            if self.first_exception.is_none() && text::is_exception(msg) {
-                self.first_exception = Some(cand());
-            }
-            if self.first_error.is_none() && text::is_error_level(clean) {
-                self.first_error = Some(cand());
+        if !echo {
+            // Fallback evidence: only the first of each is kept, so the noise check runs
+            // only while one is still missing.
+            let exc = self.first_exception.is_none() && text::is_exception(msg);
+            let err = self.first_error.is_none() && text::is_error_level(clean);
+            if (exc || err) && !cat.is_noise(clean) {
+                if exc {
+                    self.first_exception = Some(cand());
+                }
+                if err {
+                    self.first_error = Some(cand());
+                }
             }
         }
         if cat.startup_complete.iter().any(|r| r.is_match(clean)) {

@@ -124,6 +124,31 @@ const CASES: &[(Category, &str, &str)] = &[
         "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use",
     ),
     (
+        Category::PyairportsMissing,
+        "ImportError: The `airports` module requires \"pyairports\" to be installed. You can install it with \"pip install pyairports\"",
+        "INFO 01-01 00:00:00 a.py:1] outlines 0.0.46 loaded",
+    ),
+    (
+        Category::CudaOom,
+        "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB",
+        "INFO 01-01 00:00:00 a.py:1] HIP memory usage 12 GiB",
+    ),
+    (
+        Category::NcclError,
+        "[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+        "INFO 01-01 00:00:00 a.py:1] NCCL version 2.19.3",
+    ),
+    (
+        Category::AgentPatchFailed,
+        "1 out of 2 hunks FAILED -- saving rejects to file vllm/x.py.rej",
+        "patching file vllm/x.py",
+    ),
+    (
+        Category::ModelArchUnsupported,
+        "ValueError: Model architectures ['Qwen3ForCausalLM'] failed to be inspected. Please check the logs for more details.",
+        "INFO 01-01 00:00:00 a.py:1] Inspecting model architectures",
+    ),
+    (
         Category::NoMetrics,
         "Successful requests:                     0",
         "Successful requests:                     10",
@@ -202,6 +227,17 @@ fn root_causes_beat_symptoms() {
     );
     assert_eq!(d.category, Category::Other);
     assert!(d.evidence.starts_with("KeyError"));
+    // An inspection failure after a real import error reports the import error.
+    let d = file(
+        "ImportError: cannot import name 'Qwen3Config' from 'transformers'\n\
+         ValueError: Model architectures ['Qwen3ForCausalLM'] failed to be inspected. Please check the logs for more details.\n",
+    );
+    assert_eq!(d.category, Category::Other);
+    assert!(d.evidence.starts_with("ImportError"));
+    // Asking for more GPUs than there are is named, not guessed.
+    let d = file("ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.\nEngineCore failed to start.");
+    assert_eq!(d.category, Category::Other);
+    assert!(d.evidence.contains("required GPUs"));
     // …and alone it is what it is.
     let d = file("ERROR 04-30 10:20:36 [core.py:396] EngineCore failed to start.\n");
     assert_eq!(d.category, Category::EngineCoreInitFailed);
