@@ -179,7 +179,14 @@ pub fn run(cli: Cli) -> i32 {
                 Err(code) => return code,
             };
             let rt: Arc<dyn Runtime> = Arc::new(SimRuntime::new(speed));
-            run_headless(plan, rt, gpus.unwrap_or(8), seed, log_dir)
+            run_headless(
+                plan,
+                rt,
+                gpus.unwrap_or(8),
+                seed,
+                log_dir,
+                speed.time_scale(),
+            )
         }
         Cmd::Demo => not_yet("`nightshift demo` (the TUI)", 7),
         Cmd::Parse { files, json } => {
@@ -222,10 +229,11 @@ fn run_headless(
     gpus: u32,
     seed: u64,
     log_dir: Option<PathBuf>,
+    time_scale: f64,
 ) -> i32 {
     let tokio_rt = runtime_handle();
     tokio_rt.block_on(async move {
-        let (mut engine, _cmds) = Engine::new(
+        let (engine, _cmds) = Engine::new(
             plan.clone(),
             rt,
             EngineOptions {
@@ -234,6 +242,7 @@ fn run_headless(
                 wait_for_operator: false,
             },
         );
+        let mut engine = engine.with_time_scale(time_scale);
         engine.observe(Box::new(crate::headless::Printer::new(
             plan.clone(),
             std::io::stdout(),

@@ -38,7 +38,7 @@ async fn drive(
     nightshift::state::SweepState,
     Vec<Envelope>,
 ) {
-    let (mut engine, cmds) = Engine::new(
+    let (engine, cmds) = Engine::new(
         plan,
         Arc::new(SimRuntime::new(Speed::Max)),
         EngineOptions {
@@ -47,6 +47,7 @@ async fn drive(
             wait_for_operator: wait,
         },
     );
+    let mut engine = engine.with_time_scale(0.0);
     let log: Log = Arc::new(Mutex::new(Vec::new()));
     let l2 = log.clone();
     let tx = cmds.clone();
@@ -215,4 +216,65 @@ async fn shutdown_requeues_runs_in_flight() {
         2,
         "the interrupted attempt is counted; the next one is new"
     );
+}
+
+#[tokio::test]
+async fn aimv2_is_fixed_automatically_and_the_fix_is_recorded() {
+    let p = plan(&[(SERVE, "sim = { fail = \"aimv2_conflict\" }")]);
+    let (s, st, events) = drive(p, 1, false, |_, _| {}).await;
+    assert_eq!(s.counts.success, 2, "{:?}", s);
+    for r in &st.runs {
+        assert_eq!(r.attempt, 2);
+        assert_eq!(r.fixes, vec!["aimv2-exist-ok".to_string()]);
+    }
+    assert!(events.iter().any(|e| matches!(&e.event, Event::Diagnosed { finding, .. } if finding.category == nightshift::category::Category::Aimv2Conflict && finding.evidence.contains("'aimv2' is already used"))));
+}
+
+#[tokio::test]
+async fn port_bug_is_predicted_from_the_version_and_skipped_with_one_command() {
+    let p = plan(&[
+        (SERVE, "vllm_version = \"0.6.4.post2.dev375+gd263bd9d\""),
+        (
+            "python benchmarks/benchmark_throughput.py --model m/x",
+            "vllm_version = \"0.6.4\"",
+        ),
+    ]);
+    let (s, st, events) = drive(p, 1, true, |env, tx| {
+        if let Event::SweepStarted { .. } = &env.event {
+            tx.send(Command::Pause).unwrap();
+            tx.send(Command::SkipCategory {
+                category: nightshift::category::Category::VersionPortBug,
+            })
+            .unwrap();
+            tx.send(Command::Resume).unwrap();
+        }
+    })
+    .await;
+    let predicted: Vec<RunId> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Diagnosed { run, finding, .. } if finding.predicted => Some(*run),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        predicted,
+        vec![RunId(0), RunId(1)],
+        "only the serving commit is predicted"
+    );
+    assert!(finished(&st));
+    // Runs of the serving commit that had not started were skipped; offline ones ran.
+    assert!(s.counts.skipped >= 1, "{s:?}");
+    assert!(matches!(
+        st.run(RunId(2)).state,
+        RunState::Finished {
+            outcome: Outcome::Success
+        }
+    ));
+    assert!(matches!(
+        st.run(RunId(3)).state,
+        RunState::Finished {
+            outcome: Outcome::Success
+        }
+    ));
 }
