@@ -175,18 +175,25 @@ pub fn run(cli: Cli) -> i32 {
                 Ok(p) => Arc::new(p),
                 Err(code) => return code,
             };
-            let (rt, gpus): (Arc<dyn Runtime>, u32) = if runtime == RuntimeKind::Docker {
-                match crate::runtime::docker::for_cli(&plan) {
-                    Ok(rt) => (
-                        rt,
-                        gpus.unwrap_or_else(crate::runtime::docker::visible_gpus),
-                    ),
-                    Err(code) => return code,
-                }
-            } else {
-                (Arc::new(SimRuntime::new(speed)), gpus.unwrap_or(8))
-            };
-            run_headless(plan, rt, gpus, seed, log_dir)
+            // Docker runs in real time (policy backoffs unscaled); the sim scales them.
+            let (rt, gpus, time_scale): (Arc<dyn Runtime>, u32, f64) =
+                if runtime == RuntimeKind::Docker {
+                    match crate::runtime::docker::for_cli(&plan) {
+                        Ok(rt) => (
+                            rt,
+                            gpus.unwrap_or_else(crate::runtime::docker::visible_gpus),
+                            1.0,
+                        ),
+                        Err(code) => return code,
+                    }
+                } else {
+                    (
+                        Arc::new(SimRuntime::new(speed)),
+                        gpus.unwrap_or(8),
+                        speed.time_scale(),
+                    )
+                };
+            run_headless(plan, rt, gpus, seed, log_dir, time_scale)
         }
         Cmd::Demo => not_yet("`nightshift demo` (the TUI)", 7),
         Cmd::Parse { files, json } => {
@@ -229,10 +236,11 @@ fn run_headless(
     gpus: u32,
     seed: u64,
     log_dir: Option<PathBuf>,
+    time_scale: f64,
 ) -> i32 {
     let tokio_rt = runtime_handle();
     tokio_rt.block_on(async move {
-        let (mut engine, _cmds) = Engine::new(
+        let (engine, _cmds) = Engine::new(
             plan.clone(),
             rt,
             EngineOptions {
@@ -241,6 +249,7 @@ fn run_headless(
                 wait_for_operator: false,
             },
         );
+        let mut engine = engine.with_time_scale(time_scale);
         engine.observe(Box::new(crate::headless::Printer::new(
             plan.clone(),
             std::io::stdout(),

@@ -104,8 +104,8 @@ fn vllm_clone(dir: &Path) -> (String, Vec<String>) {
 const GOOD_PATCH: &str = "--- a/vllm/worker/model_runner.py\n+++ b/vllm/worker/model_runner.py\n@@ -1 +1,2 @@\n # model_runner\n+# faster\n";
 const BAD_PATCH: &str = "--- a/vllm/worker/model_runner.py\n+++ b/vllm/worker/model_runner.py\n@@ -1 +1,2 @@\n # something else entirely\n+# faster\n";
 
-/// 3 commits × (baseline, human, agent:a1). Commit A: human image has the aimv2 conflict;
-/// B: human OOMs during load (throughput, in-process); C: the agent patch does not apply.
+/// 3 commits × (baseline, human, agent:a1), serving. Commit A: the human image has the
+/// aimv2 conflict; B: the human server OOMs while loading; C: the agent patch does not apply.
 fn fixture(dir: &Path, sweep: &str) -> (PathBuf, Vec<String>) {
     let src = dir.join("vllm");
     let (parent, prs) = vllm_clone(&src);
@@ -113,7 +113,7 @@ fn fixture(dir: &Path, sweep: &str) -> (PathBuf, Vec<String>) {
     std::fs::create_dir_all(&hf).unwrap();
     let commits = [
         (prs[0].as_str(), "aimv2", "serving"),
-        (prs[1].as_str(), "oom", "throughput"),
+        (prs[1].as_str(), "oom", "serving"),
         (prs[2].as_str(), "latest", "serving"),
     ];
     let mut toml = format!(
@@ -192,7 +192,7 @@ fn headless_sweep_end_to_end() {
     let tmp = tempfile::tempdir().unwrap();
     let sweep = format!("ns-e2e-{}", std::process::id());
     let (plan, prs) = fixture(tmp.path(), &sweep);
-    let (a, b, c) = (&prs[0][..8], &prs[1][..8], &prs[2][..8]);
+    let (a, b, c) = (&prs[0][..12], &prs[1][..12], &prs[2][..12]);
     let logs = tmp.path().join("logs");
     let t = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_nightshift"))
@@ -215,6 +215,12 @@ fn headless_sweep_end_to_end() {
     eprintln!(
         "sweep took {:.1} s\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
         t.elapsed().as_secs_f64()
+    );
+
+    assert!(
+        out.status.success(),
+        "nightshift run exited with {:?}",
+        out.status.code()
     );
 
     // No container of the sweep is left.
@@ -266,25 +272,43 @@ fn headless_sweep_end_to_end() {
         assert!(!text.contains("Serving Benchmark Result"));
     }
 
-    // Outcomes.
-    let line_of =
-        |key: &str, word: &str| stdout.lines().any(|l| l.contains(key) && l.contains(word));
+    // Outcomes, as the headless printer shows them ("#1 <commit12>/human a2 success").
+    let has = |key: &str, words: &[&str]| {
+        stdout
+            .lines()
+            .any(|l| l.contains(key) && words.iter().all(|w| l.contains(w)))
+    };
+    assert!(has(&format!("{a}/human"), &["diagnosed aimv2_conflict"]));
+    assert!(has(
+        &format!("{a}/human"),
+        &["retry with fix aimv2-exist-ok"]
+    ));
     assert!(
-        line_of(c, "agent_patch_failed"),
-        "patch that does not apply → agent_patch_failed"
+        has(&format!("{a}/human"), &["a2", "success"]),
+        "aimv2 fixed → success on retry"
     );
-    assert!(line_of(a, "success") || stdout.contains("succeeded"));
-
-    // PENDING (diagnosis/policy merge, issue #4): the engine's stand-in diagnosis knows
-    // neither cuda_oom nor aimv2_conflict, and its policy does not auto-apply aimv2-exist-ok.
-    // Set NIGHTSHIFT_EXPECT_DIAGNOSIS=1 once merged to assert the design's categories.
-    if std::env::var_os("NIGHTSHIFT_EXPECT_DIAGNOSIS").is_some() {
-        assert!(line_of(b, "cuda_oom"), "OOM run → cuda_oom");
-        assert!(line_of(a, "aimv2_conflict"), "aimv2 diagnosed");
-        assert!(line_of(a, "aimv2-exist-ok"), "aimv2 fixed by the recipe");
-    } else {
-        eprintln!("NOTE: cuda_oom / aimv2 auto-fix assertions pending the diagnosis merge (NIGHTSHIFT_EXPECT_DIAGNOSIS=1)");
+    assert!(
+        has(&format!("{b}/human"), &["diagnosed cuda_oom"]),
+        "OOM → cuda_oom"
+    );
+    assert!(has(
+        &format!("{c}/agent:a1"),
+        &["diagnosed agent_patch_failed"]
+    ));
+    for ok in [
+        format!("{a}/baseline"),
+        format!("{a}/agent:a1"),
+        format!("{b}/baseline"),
+        format!("{b}/agent:a1"),
+        format!("{c}/baseline"),
+        format!("{c}/human"),
+    ] {
+        assert!(has(&ok, &["a1", "success"]), "{ok} should succeed");
     }
+    assert!(
+        stdout.contains("success 7  failed 2"),
+        "7 successes, 2 failures"
+    );
 }
 
 /// Collects what a runtime reports for one attempt.
@@ -366,11 +390,7 @@ async fn aimv2_fix_commit_and_retry() {
     let sweep = format!("ns-aimv2-{}", std::process::id());
     let cmd = "python benchmarks/benchmark_serving.py --model standin/tiny --num-prompts 5";
     let _ = Command::new("docker")
-        .args([
-            "rmi",
-            "-f",
-            "nightshift-standin:aimv2.ns-fix-aimv2-exist-ok",
-        ])
+        .args(["rmi", "-f", "nightshift-standin:aimv2-nsfix-aimv2-exist-ok"])
         .output();
 
     let t = Instant::now();
@@ -397,7 +417,7 @@ async fn aimv2_fix_commit_and_retry() {
     assert!(msgs
         .iter()
         .any(|m| matches!(m, RuntimeMsg::FixApplied { recipe } if recipe == "aimv2-exist-ok")));
-    assert!(text.contains("committed fixed image nightshift-standin:aimv2.ns-fix-aimv2-exist-ok"));
+    assert!(text.contains("committed fixed image nightshift-standin:aimv2-nsfix-aimv2-exist-ok"));
     assert!(text.contains("Serving Benchmark Result"));
     assert!(!text.contains(TOKEN));
     let stages: Vec<Stage> = msgs
@@ -416,6 +436,28 @@ async fn aimv2_fix_commit_and_retry() {
             Stage::Benchmarking
         ]
     );
+    assert_eq!(sweep_containers(&sweep), Vec::<String>::new());
+}
+
+/// An offline benchmark (no server): the container idles, the command runs by exec and
+/// prints its result; no server stage.
+#[tokio::test(flavor = "multi_thread")]
+async fn throughput_runs_without_server() {
+    require_docker!();
+    let tmp = tempfile::tempdir().unwrap();
+    let (parent, _) = vllm_clone(&tmp.path().join("vllm"));
+    let rt = runtime(&tmp.path().join("vllm"));
+    let sweep = format!("ns-tput-{}", std::process::id());
+    let cmd = "python3 benchmarks/benchmark_throughput.py --model standin/tiny --input-len 8";
+    let (end, msgs) = run_one(
+        &rt,
+        job("nightshift-standin:latest", cmd, &sweep, &parent, 1),
+    )
+    .await;
+    let text = logs_text(&msgs);
+    assert_eq!(end, RunEnd::BenchExited { exit_code: 0 }, "{text}");
+    assert!(text.contains("Throughput: 24.61 requests/s"));
+    assert!(!msgs.contains(&RuntimeMsg::Stage(Stage::LoadingServer)));
     assert_eq!(sweep_containers(&sweep), Vec::<String>::new());
 }
 

@@ -61,7 +61,18 @@ fn python(args: &[String]) -> i32 {
                 2
             }
         },
-        Some("-c") => 0,
+        Some("-c") => {
+            // Only what nightshift's helpers ask: where the vllm package is installed.
+            let code = args.get(1).map(String::as_str).unwrap_or("");
+            if code.contains("vllm") && (code.contains("find_spec") || code.contains("__file__")) {
+                if code.contains("dirname(os.path.dirname(") {
+                    println!("{SITE}");
+                } else {
+                    println!("{SITE}/vllm");
+                }
+            }
+            0
+        }
         Some(script) => {
             if !Path::new(script).is_file() {
                 eprintln!("python3: can't open file '{script}': [Errno 2] No such file or directory");

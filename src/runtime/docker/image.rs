@@ -151,11 +151,16 @@ fn short_hash(s: &str) -> String {
     h.iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
 
-/// Where `image` fixed by `recipes` is committed: same repository, tag suffixed, so an
-/// operator sees at a glance what it came from; reused by every later run of that image.
+/// Where `image` fixed by `recipes` is committed: same repository, tag suffixed (as
+/// `Recipe::fixed_image` names it: `org/vllm:abc` → `org/vllm:abc-nsfix-aimv2-exist-ok`),
+/// so an operator sees what it came from; reused by every later run of that image.
 pub fn fixed_ref(image: &str, recipes: &[String]) -> (String, String) {
     let (repo, tag) = split_ref(image);
-    let mut t = format!("{tag}.ns-fix-{}", tag_safe(&recipes.join("+")));
+    let suffix: Vec<String> = recipes
+        .iter()
+        .map(|r| format!("-nsfix-{}", tag_safe(r)))
+        .collect();
+    let mut t = format!("{tag}{}", suffix.concat());
     if t.len() > 128 {
         t = format!(
             "ns-fix-{}",
@@ -184,7 +189,7 @@ mod tests {
         let (r, t) = fixed_ref("org/vllm-bench:abc", &["aimv2-exist-ok".into()]);
         assert_eq!(
             (r.as_str(), t.as_str()),
-            ("org/vllm-bench", "abc.ns-fix-aimv2-exist-ok")
+            ("org/vllm-bench", "abc-nsfix-aimv2-exist-ok")
         );
         assert!(matches!(
             classify_pull_error("pull access denied for x, repository does not exist"),

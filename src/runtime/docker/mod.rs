@@ -25,7 +25,7 @@ use bollard::query_parameters::{
 use bollard::Docker;
 use exec::LineOut;
 use futures_util::StreamExt;
-use recipes::{BuiltinRecipes, FixStep, RecipeSteps};
+use recipes::{FixStep, RecipeSteps};
 use secrets::Secrets;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -275,7 +275,7 @@ impl DockerRuntime {
             docker: Docker::connect_with_local_defaults()?,
             cfg,
             ready: tokio::sync::OnceCell::new(),
-            recipes: Arc::new(BuiltinRecipes),
+            recipes: Arc::new(crate::diagnose::RecipeBook::builtin()),
         })
     }
 
@@ -302,7 +302,7 @@ impl DockerRuntime {
         Ok(root.as_deref())
     }
 
-    /// Swap in another recipe source (the RecipeBook, when it merges).
+    /// Another recipe source (the operator's RecipeBook with overrides, or a test's).
     pub fn with_recipes(mut self, recipes: Arc<dyn RecipeSteps>) -> Self {
         self.recipes = recipes;
         self
@@ -508,28 +508,7 @@ impl DockerRuntime {
             let name = self.prep_container(job, image, "fix", lo, clock).await?;
             for (r, steps) in &with_steps {
                 for step in steps {
-                    let FixStep::Shell { run } = step;
-                    self.dlog(sink, Pipe::Stdout, format!("fix recipe {r}: $ {run}"))
-                        .await;
-                    let mut out = self.out(sink, Stream::Docker);
-                    let code = clock
-                        .wait(exec::run(
-                            &self.docker,
-                            &name,
-                            vec!["sh".into(), "-c".into(), run.clone()],
-                            None,
-                            &mut out,
-                        ))
-                        .await
-                        .map_err(|e| {
-                            err(Stage::StartingContainer, format!("fix recipe {r}: {e}"))
-                        })?;
-                    if code != 0 {
-                        return Err(err(
-                            Stage::StartingContainer,
-                            format!("fix recipe {r}: step exited with status {code}"),
-                        ));
-                    }
+                    self.fix_step(job, &name, r, step, sink, clock).await?;
                 }
             }
             self.commit(
@@ -549,6 +528,113 @@ impl DockerRuntime {
             sink.send(RuntimeMsg::FixApplied { recipe: r }).await;
         }
         Ok(fixed)
+    }
+
+    /// One recipe step in the prep container `name`.
+    async fn fix_step(
+        &self,
+        job: &RunJob,
+        name: &str,
+        r: &str,
+        step: &FixStep,
+        sink: &RunSink,
+        clock: &Clock,
+    ) -> Result<(), RunEnd> {
+        let fail = |m: String| err(Stage::StartingContainer, format!("fix recipe {r}: {m}"));
+        match step {
+            FixStep::Shell { run } => {
+                self.dlog(
+                    sink,
+                    Pipe::Stdout,
+                    format!("fix recipe {r}: $ {}", run.trim()),
+                )
+                .await;
+                let mut out = self.out(sink, Stream::Docker);
+                let code = clock
+                    .wait(exec::run(
+                        &self.docker,
+                        name,
+                        vec!["sh".into(), "-c".into(), run.clone()],
+                        None,
+                        &mut out,
+                    ))
+                    .await
+                    .map_err(|e| fail(e.to_string()))?;
+                if code != 0 {
+                    return Err(fail(format!("step exited with status {code}")));
+                }
+            }
+            FixStep::CopyFromSource { path, dest } => {
+                let Some(src) = &self.cfg.vllm_src else {
+                    return Err(fail(format!(
+                        "needs {path} from a vLLM clone; set `vllm_src` in the plan"
+                    )));
+                };
+                let commit = self.benchmarks_commit(job);
+                let data = upload::file_at_commit(src, commit, path)
+                    .await
+                    .map_err(|e| fail(format!("{e:#}")))?;
+                let vllm_dir = self
+                    .exec_stdout(name, crate::diagnose::recipe::FIND_VLLM_DIR, sink, clock)
+                    .await;
+                let dest = dest.replace(
+                    crate::diagnose::recipe::VLLM_DIR_VAR,
+                    vllm_dir.as_deref().unwrap_or("/").trim_end_matches('/'),
+                );
+                let (dir, file) = dest.rsplit_once('/').unwrap_or(("/", dest.as_str()));
+                let dir = if dir.is_empty() { "/" } else { dir };
+                let tar = upload::single_file_tar(file, &data).map_err(|e| fail(e.to_string()))?;
+                clock
+                    .wait(self.docker.upload_to_container(
+                        name,
+                        Some(UploadToContainerOptions {
+                            path: dir.to_string(),
+                            ..Default::default()
+                        }),
+                        bollard::body_full(tar.into()),
+                    ))
+                    .await
+                    .map_err(|e| fail(format!("copying {path} to {dest}: {e}")))?;
+                self.dlog(
+                    sink,
+                    Pipe::Stdout,
+                    format!("fix recipe {r}: copied {path} at {commit} to {dest}"),
+                )
+                .await;
+            }
+        }
+        Ok(())
+    }
+
+    /// The last absolute path a helper command prints on stdout.
+    async fn exec_stdout(
+        &self,
+        container: &str,
+        cmd: &str,
+        sink: &RunSink,
+        clock: &Clock,
+    ) -> Option<String> {
+        let mut captured = Vec::new();
+        let mut out = LineOut {
+            sink,
+            stream: Stream::Docker,
+            secrets: &self.cfg.secrets,
+            capture: Some(&mut captured),
+        };
+        let _ = clock
+            .wait(exec::run(
+                &self.docker,
+                container,
+                vec!["sh".into(), "-c".into(), cmd.into()],
+                None,
+                &mut out,
+            ))
+            .await;
+        captured
+            .into_iter()
+            .rev()
+            .find(|(p, l)| *p == Pipe::Stdout && l.starts_with('/'))
+            .map(|(_, l)| l.trim().to_string())
     }
 
     /// Upload the agent's patch and apply it strictly; commit a per-attempt image.
@@ -664,29 +750,9 @@ impl DockerRuntime {
 
     /// Where `patch -p1` runs by default: the parent of the installed `vllm` package.
     async fn vllm_parent_dir(&self, container: &str, sink: &RunSink, clock: &Clock) -> String {
-        let mut captured = Vec::new();
-        let mut out = LineOut {
-            sink,
-            stream: Stream::Docker,
-            secrets: &self.cfg.secrets,
-            capture: Some(&mut captured),
-        };
-        let cmd =
-            "python3 -c 'import os, vllm; print(os.path.dirname(os.path.dirname(vllm.__file__)))'";
-        let _ = clock
-            .wait(exec::run(
-                &self.docker,
-                container,
-                vec!["sh".into(), "-c".into(), cmd.into()],
-                None,
-                &mut out,
-            ))
-            .await;
-        captured
-            .into_iter()
-            .rev()
-            .find(|(p, l)| *p == Pipe::Stdout && l.starts_with('/'))
-            .map(|(_, l)| l.trim().to_string())
+        let cmd = "python3 -c 'import os, importlib.util; print(os.path.dirname(os.path.dirname(importlib.util.find_spec(\"vllm\").origin)))'";
+        self.exec_stdout(container, cmd, sink, clock)
+            .await
             .unwrap_or_else(|| "/".into())
     }
 
@@ -871,6 +937,12 @@ impl DockerRuntime {
                 .wait(container::host_port(&self.docker, &name, port))
                 .await
             else {
+                // A server that dies at once leaves no port mapping behind.
+                if let Ok(r) = tokio::time::timeout(Duration::from_secs(5), wait.next()).await {
+                    let code = exit_code_of(r);
+                    self.flush_followers(lo).await;
+                    return RunReport::new(RunEnd::ServerDied { exit_code: code });
+                }
                 return RunReport::new(err(
                     Stage::LoadingServer,
                     format!("no host port published for {port}/tcp"),

@@ -1,36 +1,41 @@
-//! The boundary to fix recipes: "which steps do I exec for recipe X". A small built-in
-//! table until the diagnosis issue's `RecipeBook` (src/diagnose/recipes.toml) merges; the
-//! lead swaps it in by implementing [`RecipeSteps`] for it.
+//! The boundary to fix recipes: "which steps do I exec for recipe X". The Docker runtime
+//! reads the diagnosis module's [`RecipeBook`] through this trait (tests may supply their
+//! own). Environment-only recipes (e.g. `port-bug-spawn`) reach the run through
+//! `RunJob::env`, set by the engine; here they have no steps.
+
+use crate::diagnose::recipe::{RecipeBook, Step};
 
 /// One step of a fix recipe, executed inside a prep container before the fixed image is
 /// committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FixStep {
-    /// A shell command (`sh -c`).
+    /// A shell command (`sh -c`); must exit 0.
     Shell { run: String },
+    /// `path` from the operator's vLLM clone at the image's commit, copied to `dest`
+    /// (`{vllm_dir}` is the installed vllm package directory).
+    CopyFromSource { path: String, dest: String },
 }
 
 pub trait RecipeSteps: Send + Sync {
-    /// The steps of `recipe`; `None` for recipes this runtime does not know. An empty list
-    /// means the recipe works through the environment only (e.g. `port-bug-spawn`).
+    /// The steps of `recipe`; `None` for recipes this source does not know.
     fn steps(&self, recipe: &str) -> Option<Vec<FixStep>>;
 }
 
-/// The recipes the Docker runtime knows until the RecipeBook merges.
-pub struct BuiltinRecipes;
-
-impl RecipeSteps for BuiltinRecipes {
+impl RecipeSteps for RecipeBook {
     fn steps(&self, recipe: &str) -> Option<Vec<FixStep>> {
-        let shell = |s: &str| FixStep::Shell { run: s.to_string() };
-        match recipe {
-            // transformers ≥ 4.5x registers "aimv2" itself; vLLM's ovis config must not fail.
-            "aimv2-exist-ok" => Some(vec![shell(
-                r#"set -e; d=$(python3 -c 'import os, vllm; print(os.path.dirname(vllm.__file__))' 2>/dev/null || true); for f in ${d:-/nonexistent}/transformers_utils/configs/ovis*.py /usr/local/lib/python3*/*-packages/vllm/transformers_utils/configs/ovis*.py /usr/lib/python3*/*-packages/vllm/transformers_utils/configs/ovis*.py; do [ -f "$f" ] || continue; sed -i -E 's/AutoConfig\.register\("aimv2", *AIMv2Config\)/AutoConfig.register("aimv2", AIMv2Config, exist_ok=True)/' "$f"; grep -q 'exist_ok=True' "$f" && echo "patched $f" && found=1; done; [ -n "$found" ]"#,
-            )]),
-            "numpy-lt-2" => Some(vec![shell(r#"pip install --no-cache-dir "numpy<2""#)]),
-            "port-bug-spawn" => Some(Vec::new()),
-            _ => None,
-        }
+        let r = self.get(recipe)?;
+        Some(
+            r.steps
+                .iter()
+                .map(|s| match s {
+                    Step::Shell { run } => FixStep::Shell { run: run.clone() },
+                    Step::CopyFromSource { path, dest } => FixStep::CopyFromSource {
+                        path: path.clone(),
+                        dest: dest.clone(),
+                    },
+                })
+                .collect(),
+        )
     }
 }
 
@@ -39,12 +44,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn known_and_unknown_recipes() {
-        assert_eq!(
-            BuiltinRecipes.steps("aimv2-exist-ok").map(|s| s.len()),
-            Some(1)
-        );
-        assert_eq!(BuiltinRecipes.steps("port-bug-spawn"), Some(vec![]));
-        assert_eq!(BuiltinRecipes.steps("nope"), None);
+    fn reads_the_recipe_book() {
+        let book = RecipeBook::builtin();
+        let aimv2 = book.steps("aimv2-exist-ok").unwrap();
+        assert!(matches!(&aimv2[0], FixStep::Shell { run } if run.contains("exist_ok=True")));
+        assert_eq!(book.steps("port-bug-spawn").map(|s| s.len()), Some(0));
+        assert_eq!(book.steps("nope"), None);
     }
 }

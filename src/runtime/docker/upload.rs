@@ -24,6 +24,26 @@ pub async fn benchmarks_tar(vllm_src: &Path, commit: &str) -> anyhow::Result<Vec
     Ok(out.stdout)
 }
 
+/// One file of `vllm_src` at `commit` (`git show commit:path`).
+pub async fn file_at_commit(vllm_src: &Path, commit: &str, path: &str) -> anyhow::Result<Vec<u8>> {
+    let out = tokio::process::Command::new("git")
+        .arg("-C")
+        .arg(vllm_src)
+        .arg("show")
+        .arg(format!("{commit}:{path}"))
+        .output()
+        .await
+        .with_context(|| format!("running git in {}", vllm_src.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{path} at {commit} in {}: {}",
+            vllm_src.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(out.stdout)
+}
+
 /// A tar holding one file.
 pub fn single_file_tar(name: &str, data: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut b = tar::Builder::new(Vec::new());
