@@ -75,7 +75,9 @@ fn python(args: &[String]) -> i32 {
         }
         Some(script) => {
             if !Path::new(script).is_file() {
-                eprintln!("python3: can't open file '{script}': [Errno 2] No such file or directory");
+                eprintln!(
+                    "python3: can't open file '{script}': [Errno 2] No such file or directory"
+                );
                 return 2;
             }
             let base = script.rsplit('/').next().unwrap_or(script);
@@ -116,7 +118,9 @@ fn vllm(args: &[String]) -> i32 {
 /// Only what the `numpy-lt-2` recipe needs: `pip install "numpy<2"` pins NumPy 1.26.4.
 fn pip(args: &[String]) -> i32 {
     if args.first().map(String::as_str) == Some("install")
-        && args.iter().any(|a| a.starts_with("numpy<2") || a == "numpy==1.26.4")
+        && args
+            .iter()
+            .any(|a| a.starts_with("numpy<2") || a == "numpy==1.26.4")
     {
         let dir = format!("{SITE}/numpy");
         let _ = std::fs::create_dir_all(&dir);
@@ -231,19 +235,31 @@ fn load_engine(model: &str) -> Result<(), i32> {
     let v = version();
     let v1 = version_tuple() >= (0, 8, 0);
     if version_tuple() >= (0, 7, 0) {
-        log("INFO", "__init__.py:239", "Automatically detected platform cuda.");
+        log(
+            "INFO",
+            "__init__.py:239",
+            "Automatically detected platform cuda.",
+        );
     }
     if let (Some(tok), Some(_)) = (env("HF_TOKEN"), env("STANDIN_ECHO_TOKEN")) {
         log("DEBUG", "envs.py:112", &format!("HF_TOKEN={tok}"));
     }
-    let engine = if v1 { "a V1 LLM engine" } else { "an LLM engine" };
+    let engine = if v1 {
+        "a V1 LLM engine"
+    } else {
+        "an LLM engine"
+    };
     log(
         "INFO",
         if v1 { "core.py:58" } else { "llm_engine.py:169" },
         &format!("Initializing {engine} (v{v}) with config: model='{model}', tokenizer='{model}', seed=0"),
     );
     pause(30);
-    let gb = if version_tuple() >= (0, 8, 3) { "GiB" } else { "GB" };
+    let gb = if version_tuple() >= (0, 8, 3) {
+        "GiB"
+    } else {
+        "GB"
+    };
     if v1 {
         log(
             "INFO",
@@ -259,20 +275,30 @@ fn load_engine(model: &str) -> Result<(), i32> {
     }
     if fail_mode() == "oom" {
         eprintln!("Traceback (most recent call last):");
-        eprintln!("  File \"{SITE}/vllm/worker/worker.py\", line 229, in determine_num_available_blocks");
+        eprintln!(
+            "  File \"{SITE}/vllm/worker/worker.py\", line 229, in determine_num_available_blocks"
+        );
         eprintln!("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 7.31 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.02 GiB is free. Process 1 has 78.16 GiB memory in use.");
         return Err(1);
     }
     pause(30);
     if v1 {
-        log("INFO", "kv_cache_utils.py:634", "GPU KV cache size: 425,424 tokens");
+        log(
+            "INFO",
+            "kv_cache_utils.py:634",
+            "GPU KV cache size: 425,424 tokens",
+        );
         log(
             "INFO",
             "kv_cache_utils.py:637",
             "Maximum concurrency for 32,768 tokens per request: 12.98x",
         );
     } else {
-        log("INFO", "gpu_executor.py:84", "# GPU blocks: 7281, # CPU blocks: 512");
+        log(
+            "INFO",
+            "gpu_executor.py:84",
+            "# GPU blocks: 7281, # CPU blocks: 512",
+        );
         log("INFO", "model_runner.py:1404", "Capturing cudagraphs for decoding. This may lead to unexpected consequences if the model is not static. To run the model in eager mode, set 'enforce_eager=True' or use '--enforce-eager' in the CLI.");
     }
     if fail_mode() == "hang" {
@@ -284,7 +310,11 @@ fn load_engine(model: &str) -> Result<(), i32> {
     pause(30);
     log(
         "INFO",
-        if v1 { "gpu_model_runner.py:1686" } else { "model_runner.py:1530" },
+        if v1 {
+            "gpu_model_runner.py:1686"
+        } else {
+            "model_runner.py:1530"
+        },
         "Graph capturing finished in 8 secs, took 0.52 GiB",
     );
     Ok(())
@@ -398,10 +428,7 @@ fn server(args: &[String], positional: Option<String>) -> i32 {
 }
 
 fn handle(mut conn: TcpStream, model: &str) {
-    let peer = conn
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let peer = conn.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let mut reader = BufReader::new(conn.try_clone().expect("clone socket"));
     loop {
         let mut request = String::new();
@@ -493,7 +520,9 @@ fn serving_client(args: &[String]) -> i32 {
         .and_then(|p| p.parse().ok())
         .unwrap_or(1000);
     let model = flag(args, "--model").unwrap_or_default();
-    println!("Namespace(backend='vllm', host='{host}', port={port}, model='{model}', num_prompts={n})");
+    println!(
+        "Namespace(backend='vllm', host='{host}', port={port}, model='{model}', num_prompts={n})"
+    );
     println!("Starting initial single prompt test run...");
     if let Err(e) = request(&host, port, "POST", "/v1/completions") {
         eprintln!("Traceback (most recent call last):");
@@ -557,11 +586,17 @@ fn serving_client(args: &[String]) -> i32 {
         println!("{:-^50}", title);
         println!(
             "{}",
-            row(&format!("Mean {short} (ms):"), format!("{:.2}", mean * scale))
+            row(
+                &format!("Mean {short} (ms):"),
+                format!("{:.2}", mean * scale)
+            )
         );
         println!(
             "{}",
-            row(&format!("Median {short} (ms):"), format!("{:.2}", med * scale))
+            row(
+                &format!("Median {short} (ms):"),
+                format!("{:.2}", med * scale)
+            )
         );
         println!(
             "{}",
@@ -593,12 +628,21 @@ fn offline(kind: &str, args: &[String]) -> i32 {
     }
     match kind {
         "throughput" => {
-            println!("Throughput: 24.61 requests/s, 10759.51 total tokens/s, 5272.16 output tokens/s")
+            println!(
+                "Throughput: 24.61 requests/s, 10759.51 total tokens/s, 5272.16 output tokens/s"
+            )
         }
         "latency" => {
             println!("Warming up...");
             println!("Avg latency: 1.7312 seconds");
-            for (p, v) in [(10, 1.69), (25, 1.71), (50, 1.73), (75, 1.75), (90, 1.76), (99, 1.81)] {
+            for (p, v) in [
+                (10, 1.69),
+                (25, 1.71),
+                (50, 1.73),
+                (75, 1.75),
+                (90, 1.76),
+                (99, 1.81),
+            ] {
                 println!("{p}% percentile latency: {v} seconds");
             }
         }
