@@ -376,8 +376,7 @@ fn server(args: &[String], positional: Option<String>) -> i32 {
     }
     let pid = std::process::id();
     let port_bug = fail_mode() == "portbug"
-        && vt >= (0, 6, 2)
-        && vt < (0, 7, 0)
+        && ((0, 6, 2)..(0, 7, 0)).contains(&vt)
         && env("VLLM_WORKER_MULTIPROC_METHOD").as_deref() != Some("spawn");
     if port_bug {
         eprintln!("INFO:     Started server process [{pid}]");
