@@ -948,27 +948,30 @@ impl DockerRuntime {
                     format!("no host port published for {port}/tcp"),
                 ));
             };
-            let deadline = tokio::time::sleep(job.server_start_timeout);
-            tokio::pin!(deadline);
-            let t_ready = Instant::now();
-            loop {
-                let ready = tokio::select! {
-                    r = wait.next() => {
-                        let code = exit_code_of(r);
-                        self.flush_followers(lo).await;
-                        return RunReport::new(RunEnd::ServerDied { exit_code: code });
-                    }
-                    _ = &mut deadline => return RunReport::new(RunEnd::Timeout { stage: Stage::LoadingServer }),
-                    ok = health::ready(host_port) => ok,
-                };
-                if ready {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
             // The readiness wait is the server's time, not nightshift's.
-            if let Ok(mut w) = clock.0.lock() {
-                *w += t_ready.elapsed();
+            let failed = clock
+                .wait(async {
+                    let deadline = tokio::time::sleep(job.server_start_timeout);
+                    tokio::pin!(deadline);
+                    loop {
+                        let ready = tokio::select! {
+                            r = wait.next() => {
+                                let code = exit_code_of(r);
+                                self.flush_followers(lo).await;
+                                return Some(RunEnd::ServerDied { exit_code: code });
+                            }
+                            _ = &mut deadline => return Some(RunEnd::Timeout { stage: Stage::LoadingServer }),
+                            ok = health::ready(host_port) => ok,
+                        };
+                        if ready {
+                            return None;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                })
+                .await;
+            if let Some(end) = failed {
+                return RunReport::new(end);
             }
             self.dlog(
                 sink,
