@@ -381,7 +381,11 @@ fn job(image: &str, command: &str, sweep: &str, parent: &str, attempt: u32) -> R
 }
 
 fn runtime(src: &Path) -> DockerRuntime {
-    DockerRuntime::new(DockerConfig {
+    DockerRuntime::new(config(src)).unwrap()
+}
+
+fn config(src: &Path) -> DockerConfig {
+    DockerConfig {
         hf_cache: None,
         shm_size: Some("256m".into()),
         ipc: None,
@@ -390,8 +394,7 @@ fn runtime(src: &Path) -> DockerRuntime {
         stop_grace_s: 2,
         gpu_requests: false,
         secrets: Secrets::with_token(Some(TOKEN.into())),
-    })
-    .unwrap()
+    }
 }
 
 fn logs_text(msgs: &[RuntimeMsg]) -> String {
@@ -512,6 +515,46 @@ async fn hang_times_out_and_tears_down() {
         }
     );
     assert!(logs_text(&msgs).contains("Capturing"));
+    assert_eq!(sweep_containers(&sweep), Vec::<String>::new());
+}
+
+/// A missing image: with too little free space on Docker's root the pull is refused up
+/// front (disk_full); otherwise it is pulled, and here, with no registry reachable, the
+/// run ends at the image stage with the daemon's message. No container either way.
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_image_disk_check_then_pull() {
+    require_docker!();
+    let tmp = tempfile::tempdir().unwrap();
+    let sweep = format!("ns-pull-{}", std::process::id());
+    let image = "nightshift-standin:no-such-tag";
+    let cmd = "vllm bench serve --model standin/tiny";
+    let cfg_rt = runtime(tmp.path());
+    let (end, msgs) = {
+        let rt = DockerRuntime::new(DockerConfig {
+            min_free_bytes: u64::MAX,
+            ..config(tmp.path())
+        })
+        .unwrap();
+        run_one(&rt, job(image, cmd, &sweep, "HEAD", 1)).await
+    };
+    assert!(
+        matches!(&end, RunEnd::DiskFull { message } if message.contains("not pulling")),
+        "{end:?}"
+    );
+    assert!(!msgs.contains(&RuntimeMsg::Stage(Stage::StartingContainer)));
+    let (end, msgs) = run_one(&cfg_rt, job(image, cmd, &sweep, "HEAD", 1)).await;
+    assert!(
+        matches!(
+            &end,
+            RunEnd::ImageMissing { .. }
+                | RunEnd::Error {
+                    stage: Stage::PreparingImage,
+                    ..
+                }
+        ),
+        "{end:?}"
+    );
+    assert!(logs_text(&msgs).contains("Pulling nightshift-standin:no-such-tag"));
     assert_eq!(sweep_containers(&sweep), Vec::<String>::new());
 }
 

@@ -127,7 +127,7 @@ pub async fn checks(vllm_src: Option<PathBuf>) -> Vec<Check> {
                     "{:.1} GB free on Docker's root {} ({} GB needed per image pull)",
                     free as f64 / 1e9,
                     root.display(),
-                    DEFAULT_MIN_FREE_BYTES / (1 << 30)
+                    DEFAULT_MIN_FREE_BYTES / 1_000_000_000
                 ),
                 (!enough).then_some(
                     "images are 17–22 GB: free space (`docker image prune -a`) or pre-pull the sweep's images",

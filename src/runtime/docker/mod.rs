@@ -54,7 +54,7 @@ pub struct DockerConfig {
 }
 
 /// vLLM images are 17–22 GB; a pull needs room to download and extract.
-pub const DEFAULT_MIN_FREE_BYTES: u64 = 25 * 1024 * 1024 * 1024;
+pub const DEFAULT_MIN_FREE_BYTES: u64 = 25_000_000_000;
 
 /// `~/x` → `$HOME/x`; relative paths are relative to the plan file.
 pub fn expand_path(p: &str, base: &Path) -> PathBuf {
