@@ -53,6 +53,12 @@ pub enum Cmd {
         /// Where full logs go (default: under the store).
         #[arg(long)]
         log_dir: Option<PathBuf>,
+        /// Re-queue failed runs (all, or only this category).
+        #[arg(long, value_name = "CATEGORY", num_args = 0..=1, default_missing_value = "all")]
+        retry_failed: Option<String>,
+        /// Re-run finished runs whose command, model or GPU changed in the plan.
+        #[arg(long)]
+        rerun_changed: bool,
     },
     /// The TUI on a simulated sweep of the example plan (no Docker or GPU needed).
     Demo,
@@ -77,11 +83,22 @@ pub enum Cmd {
     Results {
         #[arg(long)]
         store: Option<PathBuf>,
+        /// table, json, csv or md.
         #[arg(long, default_value = "table")]
         format: String,
+        /// e.g. `variant=human,status=success` (fields: commit key variant agent status category model gpu).
+        #[arg(long)]
+        filter: Option<String>,
+        /// Win/tie/loss threshold in percent.
+        #[arg(long, default_value_t = 2.0)]
+        threshold: f64,
     },
     /// Everything about one commit or run.
-    Show { what: String },
+    Show {
+        what: String,
+        #[arg(long)]
+        store: Option<PathBuf>,
+    },
     /// Check this machine can run a sweep.
     Doctor,
     /// Benchmarks: `engine` (sim at max speed) or `parse`.
@@ -157,15 +174,14 @@ pub fn run(cli: Cli) -> i32 {
             speed,
             seed,
             log_dir,
+            retry_failed,
+            rerun_changed,
         } => {
             if !headless {
                 return not_yet("the TUI (`run` without --headless)", 7);
             }
             if runtime == RuntimeKind::Docker {
                 return not_yet("the Docker runtime (--runtime docker)", 5);
-            }
-            if store.is_some() {
-                return not_yet("the store (--store)", 6);
             }
             let speed: Speed = match speed.parse() {
                 Ok(s) => s,
@@ -179,7 +195,16 @@ pub fn run(cli: Cli) -> i32 {
                 Err(code) => return code,
             };
             let rt: Arc<dyn Runtime> = Arc::new(SimRuntime::new(speed));
-            run_headless(plan, rt, gpus.unwrap_or(8), seed, log_dir)
+            crate::store::cli::run_headless(crate::store::cli::RunArgs {
+                plan,
+                runtime: rt,
+                gpus: gpus.unwrap_or(8),
+                seed,
+                store,
+                log_dir,
+                retry_failed: retry_failed.map(|c| Some(c).filter(|c| c != "all")),
+                rerun_changed,
+            })
         }
         Cmd::Demo => not_yet("`nightshift demo` (the TUI)", 7),
         Cmd::Parse { files, json } => {
@@ -196,19 +221,26 @@ pub fn run(cli: Cli) -> i32 {
             }
             crate::diagnose::cli::main(&files, json, &mut std::io::stdout(), &mut std::io::stderr())
         }
-        Cmd::Results { .. } => not_yet("`nightshift results`", 6),
-        Cmd::Show { .. } => not_yet("`nightshift show`", 6),
+        Cmd::Results {
+            store,
+            format,
+            filter,
+            threshold,
+        } => crate::store::cli::results(store, &format, filter.as_deref(), threshold),
+        Cmd::Show { what, store } => crate::store::cli::show_cmd(store, &what),
         Cmd::Doctor => not_yet("`nightshift doctor`", 5),
         Cmd::Bench { what, runs } => match what.as_str() {
             "engine" => crate::bench::engine(runs),
+            "store" => crate::store::cli::bench(runs),
             other => {
-                eprintln!("error: unknown benchmark `{other}` (expected engine)");
+                eprintln!("error: unknown benchmark `{other}` (expected engine or store)");
                 2
             }
         },
     }
 }
 
+#[allow(dead_code)]
 fn runtime_handle() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -216,6 +248,7 @@ fn runtime_handle() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
+#[allow(dead_code)]
 fn run_headless(
     plan: Arc<Plan>,
     rt: Arc<dyn Runtime>,
