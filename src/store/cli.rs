@@ -146,17 +146,28 @@ pub fn find_store(store: Option<PathBuf>) -> Result<Store, i32> {
                 return Err(2);
             };
             let mut sweeps: Vec<PathBuf> = std::fs::read_dir(&root)
-                .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect())
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.is_dir())
+                        .collect()
+                })
                 .unwrap_or_default();
             sweeps.sort();
             match sweeps.len() {
                 1 => sweeps.remove(0),
                 0 => {
-                    eprintln!("error: no sweeps under {} (pass --store DIR)", root.display());
+                    eprintln!(
+                        "error: no sweeps under {} (pass --store DIR)",
+                        root.display()
+                    );
                     return Err(2);
                 }
                 _ => {
-                    eprintln!("error: several sweeps under {}; pass --store DIR, one of:", root.display());
+                    eprintln!(
+                        "error: several sweeps under {}; pass --store DIR, one of:",
+                        root.display()
+                    );
                     for s in sweeps {
                         eprintln!("  {}", s.display());
                     }
@@ -185,7 +196,13 @@ pub fn results(store: Option<PathBuf>, format: &str, filter: Option<&str>, thres
         Err(c) => return c,
     };
     let text = results_text(&store, format, &filter, threshold);
-    print!("{text}");
+    out(&text)
+}
+
+/// Write to stdout; a closed pipe (`| head`) is not an error.
+fn out(text: &str) -> i32 {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
     0
 }
 
@@ -216,11 +233,13 @@ pub fn show_cmd(store: Option<PathBuf>, what: &str) -> i32 {
     let docs = store.docs_in_order();
     let sel = show::select(&docs, what);
     if sel.is_empty() {
-        eprintln!("error: no run or commit `{what}` in {}", store.dir().display());
+        eprintln!(
+            "error: no run or commit `{what}` in {}",
+            store.dir().display()
+        );
         return 2;
     }
-    print!("{}", show::render(&sel));
-    0
+    out(&show::render(&sel))
 }
 
 fn dir_bytes(p: &Path) -> u64 {
@@ -263,7 +282,9 @@ pub fn bench(runs: usize) -> i32 {
     let res = rt.block_on(async {
         let (engine, _c) = Engine::new(
             plan.clone(),
-            Arc::new(crate::runtime::sim::SimRuntime::new(crate::runtime::sim::Speed::Max)),
+            Arc::new(crate::runtime::sim::SimRuntime::new(
+                crate::runtime::sim::Speed::Max,
+            )),
             EngineOptions {
                 gpus: 8,
                 seed: 1,
@@ -295,11 +316,26 @@ pub fn bench(runs: usize) -> i32 {
     let events = store.events().map(|e| e.len()).unwrap_or(0);
     drop(store);
     let bytes = dir_bytes(&tmp);
-    println!("store bench: {n} runs stored ({events} events) in {:.2}s (sim, max speed)", fill.as_secs_f64());
+    println!(
+        "store bench: {n} runs stored ({events} events) in {:.2}s (sim, max speed)",
+        fill.as_secs_f64()
+    );
     println!("  open               {:.1} ms", open.as_secs_f64() * 1000.0);
-    println!("  results (table)    {:.1} ms ({} bytes)", t_table.as_secs_f64() * 1000.0, table.len());
-    println!("  results (json)     {:.1} ms ({} records)", t_json.as_secs_f64() * 1000.0, json.lines().count());
-    println!("  on disk            {:.1} MiB, {:.0} bytes/run", bytes as f64 / 1048576.0, bytes as f64 / n as f64);
+    println!(
+        "  results (table)    {:.1} ms ({} bytes)",
+        t_table.as_secs_f64() * 1000.0,
+        table.len()
+    );
+    println!(
+        "  results (json)     {:.1} ms ({} records)",
+        t_json.as_secs_f64() * 1000.0,
+        json.lines().count()
+    );
+    println!(
+        "  on disk            {:.1} MiB, {:.0} bytes/run",
+        bytes as f64 / 1048576.0,
+        bytes as f64 / n as f64
+    );
     let _ = std::fs::remove_dir_all(&tmp);
     0
 }

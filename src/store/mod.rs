@@ -249,7 +249,11 @@ impl Store {
                 }
             }
         }
-        out.extend(self.docs.values().filter(|d| !seen.contains(d.key.as_str())));
+        out.extend(
+            self.docs
+                .values()
+                .filter(|d| !seen.contains(d.key.as_str())),
+        );
         out
     }
 
@@ -451,9 +455,9 @@ impl Observer for StoreObserver {
         if run.is_some_and(|i| i >= self.keys.len()) {
             return Ok(());
         }
-        self.state
-            .apply(env)
-            .map_err(|e| anyhow::anyhow!("store: the stored state disagrees with the engine: {e}"))?;
+        self.state.apply(env).map_err(|e| {
+            anyhow::anyhow!("store: the stored state disagrees with the engine: {e}")
+        })?;
         let key = run.map(|i| self.keys[i].clone());
         let doc = match &key {
             Some(k) => {
@@ -540,9 +544,12 @@ impl Observer for StoreObserver {
                 d.record = self.state.runs[i].clone();
                 self.dirty.insert(i);
             }
-            (Event::Diagnosed {
-                attempt, finding, ..
-            }, Some(d)) => {
+            (
+                Event::Diagnosed {
+                    attempt, finding, ..
+                },
+                Some(d),
+            ) => {
                 if finding.predicted {
                     d.predicted = Some(finding.clone());
                 } else {
@@ -550,21 +557,27 @@ impl Observer for StoreObserver {
                 }
                 self.dirty.insert(run.unwrap_or_default());
             }
-            (Event::FixApplied {
-                attempt, recipe, ..
-            }, Some(d)) => {
+            (
+                Event::FixApplied {
+                    attempt, recipe, ..
+                },
+                Some(d),
+            ) => {
                 let a = d.attempt_mut(*attempt);
                 if !a.fixes.contains(recipe) {
                     a.fixes.push(recipe.clone());
                 }
                 self.dirty.insert(run.unwrap_or_default());
             }
-            (Event::Provenance {
-                attempt,
-                key: k,
-                value,
-                ..
-            }, Some(d)) => {
+            (
+                Event::Provenance {
+                    attempt,
+                    key: k,
+                    value,
+                    ..
+                },
+                Some(d),
+            ) => {
                 d.attempt_mut(*attempt)
                     .provenance
                     .insert(k.clone(), value.clone());

@@ -44,7 +44,11 @@ pub fn improvement_pct(key: &str, candidate: f64, reference: f64) -> Option<f64>
         return None;
     }
     let change = (candidate - reference) / reference.abs() * 100.0;
-    Some(if lower_is_better(key) { -change } else { change })
+    Some(if lower_is_better(key) {
+        -change
+    } else {
+        change
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -152,7 +156,11 @@ fn cell(doc: &RunDoc) -> Option<Cell> {
         key: doc.key.clone(),
         variant: info.variant.to_string(),
         attempt: a.map_or(0, |a| a.attempt),
-        attempts: doc.attempts.iter().filter(|a| a.started_ms.is_some()).count(),
+        attempts: doc
+            .attempts
+            .iter()
+            .filter(|a| a.started_ms.is_some())
+            .count(),
         status: match a {
             Some(a) => a.status().to_string(),
             None => doc.record.state.label(),
@@ -309,9 +317,13 @@ pub fn parse_filter(expr: &str) -> Result<Vec<(String, bool, String)>, String> {
         } else if let Some((f, x)) = term.split_once('=') {
             (f, false, x)
         } else {
-            return Err(format!("filter term `{term}` is not FIELD=VALUE or FIELD!=VALUE"));
+            return Err(format!(
+                "filter term `{term}` is not FIELD=VALUE or FIELD!=VALUE"
+            ));
         };
-        let known = ["commit", "key", "variant", "agent", "status", "category", "model", "gpu"];
+        let known = [
+            "commit", "key", "variant", "agent", "status", "category", "model", "gpu",
+        ];
         if !known.contains(&field) {
             return Err(format!(
                 "unknown filter field `{field}` (expected one of: {})",
@@ -335,11 +347,16 @@ pub fn matches(doc: &RunDoc, filter: &[(String, bool, String)]) -> bool {
             }
             "agent" => doc.info.variant.agent_id() == Some(val.as_str()),
             "status" => {
-                a.map(|a| a.status()).unwrap_or("queued") == val
-                    || doc.record.state.label() == *val
+                a.map(|a| a.status()).unwrap_or("queued") == val || doc.record.state.label() == *val
             }
-            "category" => a.and_then(|a| a.category()).is_some_and(|c| c.as_str() == val),
-            "model" => doc.info.model.as_deref().is_some_and(|m| m.contains(val.as_str())),
+            "category" => a
+                .and_then(|a| a.category())
+                .is_some_and(|c| c.as_str() == val),
+            "model" => doc
+                .info
+                .model
+                .as_deref()
+                .is_some_and(|m| m.contains(val.as_str())),
             "gpu" => doc.info.gpu.starts_with(val.as_str()),
             _ => false,
         };
@@ -396,23 +413,31 @@ pub fn render_table(r: &Report) -> String {
     for row in &r.rows {
         let _ = writeln!(o, "{} {}", short(&row.commit), row.title);
         let ms = row_metrics(row);
-        let _ = write!(o, "  {:<22}", "variant");
+        let _ = write!(o, "  {:<34}", "variant");
         for (_, l) in &ms {
             let _ = write!(o, " {l:>13}");
         }
         let _ = writeln!(o, "  status");
         for c in &row.cells {
-            let _ = write!(o, "  {:<22}", c.variant);
+            let _ = write!(o, "  {:<34}", c.variant);
             for (k, _) in &ms {
-                let v = c.metrics.get(*k).map(|v| num(*v)).unwrap_or_else(|| "-".into());
+                let v = c
+                    .metrics
+                    .get(*k)
+                    .map(|v| num(*v))
+                    .unwrap_or_else(|| "-".into());
                 let _ = write!(o, " {v:>13}");
             }
             let _ = writeln!(o, "  {} (attempt {})", status_text(c), c.attempt);
         }
         for cmp in &row.comparisons {
-            let _ = write!(o, "  {:<22}", cmp.label);
+            let _ = write!(o, "  {:<34}", cmp.label);
             for (k, _) in &ms {
-                let v = cmp.deltas.get(*k).map(|v| pct(*v)).unwrap_or_else(|| "-".into());
+                let v = cmp
+                    .deltas
+                    .get(*k)
+                    .map(|v| pct(*v))
+                    .unwrap_or_else(|| "-".into());
                 let _ = write!(o, " {v:>13}");
             }
             let _ = writeln!(o, "  {}", verdict_text(cmp));
@@ -439,8 +464,16 @@ pub fn render_summary(s: &Summary, md: bool) -> String {
     if md {
         o.push('\n');
     }
-    let _ = writeln!(o, "{b}commits: {}, runs: {} ({} successful)", s.commits, s.runs, s.successful_runs);
-    let _ = writeln!(o, "{b}usable 3-way comparisons: {} of {}", s.usable_3way, s.commits);
+    let _ = writeln!(
+        o,
+        "{b}commits: {}, runs: {} ({} successful)",
+        s.commits, s.runs, s.successful_runs
+    );
+    let _ = writeln!(
+        o,
+        "{b}usable 3-way comparisons: {} of {}",
+        s.usable_3way, s.commits
+    );
     let _ = writeln!(o, "{b}human vs baseline: {}", wtl(&s.human_vs_baseline));
     for (a, w) in &s.agent_vs_baseline {
         let _ = writeln!(o, "{b}agent {a} vs baseline: {}", wtl(w));
@@ -465,7 +498,12 @@ pub fn render_summary(s: &Summary, md: bool) -> String {
 pub fn render_md(r: &Report) -> String {
     let mut o = String::from("# Results\n\n");
     for row in &r.rows {
-        let _ = writeln!(o, "### `{}` {}\n", short(&row.commit), row.title.replace('|', "\\|"));
+        let _ = writeln!(
+            o,
+            "### `{}` {}\n",
+            short(&row.commit),
+            row.title.replace('|', "\\|")
+        );
         let ms = row_metrics(row);
         o.push_str("| variant |");
         for (_, l) in &ms {
@@ -479,7 +517,11 @@ pub fn render_md(r: &Report) -> String {
         for c in &row.cells {
             let _ = write!(o, "| {} |", c.variant);
             for (k, _) in &ms {
-                let v = c.metrics.get(*k).map(|v| num(*v)).unwrap_or_else(|| "–".into());
+                let v = c
+                    .metrics
+                    .get(*k)
+                    .map(|v| num(*v))
+                    .unwrap_or_else(|| "–".into());
                 let _ = write!(o, " {v} |");
             }
             let _ = writeln!(o, " {} |", status_text(c));
@@ -487,7 +529,11 @@ pub fn render_md(r: &Report) -> String {
         for cmp in &row.comparisons {
             let _ = write!(o, "| *{}* |", cmp.label);
             for (k, _) in &ms {
-                let v = cmp.deltas.get(*k).map(|v| pct(*v)).unwrap_or_else(|| "–".into());
+                let v = cmp
+                    .deltas
+                    .get(*k)
+                    .map(|v| pct(*v))
+                    .unwrap_or_else(|| "–".into());
                 let _ = write!(o, " {v} |");
             }
             let _ = writeln!(o, " **{}** |", verdict_text(cmp));
@@ -546,7 +592,11 @@ pub fn render_csv(docs: &[&RunDoc]) -> String {
             r.duration_s.map(|d| format!("{d:.3}")).unwrap_or_default()
         );
         for k in &keys {
-            let _ = write!(o, ",{}", r.metrics.get(*k).map(|v| v.to_string()).unwrap_or_default());
+            let _ = write!(
+                o,
+                ",{}",
+                r.metrics.get(*k).map(|v| v.to_string()).unwrap_or_default()
+            );
         }
         let _ = writeln!(
             o,
@@ -576,7 +626,9 @@ mod tests {
         // Lower TTFT is better: 90 vs 100 is a 10% improvement.
         assert!((improvement_pct("ttft_mean_ms", 90.0, 100.0).unwrap() - 10.0).abs() < 1e-9);
         // Higher throughput is better.
-        assert!((improvement_pct("output_throughput_tok_s", 90.0, 100.0).unwrap() + 10.0).abs() < 1e-9);
+        assert!(
+            (improvement_pct("output_throughput_tok_s", 90.0, 100.0).unwrap() + 10.0).abs() < 1e-9
+        );
         assert!((improvement_pct("latency_avg_s", 1.1, 1.0).unwrap() + 10.0).abs() < 1e-9);
         assert_eq!(improvement_pct("x", 1.0, 0.0), None);
         assert_eq!(verdict(2.0, 2.0), Verdict::Tie);

@@ -5,9 +5,9 @@
 use super::record::{PlanSnapshot, RunDoc, RunInfo};
 use super::{Store, StoreObserver};
 use crate::category::Category;
+use crate::engine::observer::Observer;
 use crate::event::{now_ms, Command, Envelope, Event};
 use crate::model::{Outcome, RunId, RunState};
-use crate::engine::observer::Observer;
 use crate::plan::Plan;
 use crate::state::{RunRecord, SweepState};
 use std::collections::{BTreeMap, BTreeSet};
@@ -83,7 +83,10 @@ pub fn reconstruct(
     let mut records = Vec::with_capacity(new.len());
     let mut requeue = Vec::new();
     for (i, r) in new.iter().enumerate() {
-        let rec = docs.get(&r.key).map(|d| d.record.clone()).unwrap_or_default();
+        let rec = docs
+            .get(&r.key)
+            .map(|d| d.record.clone())
+            .unwrap_or_default();
         let failed = match &rec.state {
             RunState::Finished {
                 outcome: Outcome::Failed { category },
@@ -278,8 +281,14 @@ mod tests {
     #[test]
     fn diff_finds_added_removed_and_changed() {
         let mut docs = BTreeMap::new();
-        docs.insert("a/baseline".into(), doc(info("a/baseline", "x"), RunState::Queued, 0));
-        docs.insert("b/baseline".into(), doc(info("b/baseline", "x"), RunState::Queued, 0));
+        docs.insert(
+            "a/baseline".into(),
+            doc(info("a/baseline", "x"), RunState::Queued, 0),
+        );
+        docs.insert(
+            "b/baseline".into(),
+            doc(info("b/baseline", "x"), RunState::Queued, 0),
+        );
         let new = vec![info("a/baseline", "y"), info("c/baseline", "x")];
         let d = diff(&docs, &new);
         assert_eq!(d.added, vec!["c/baseline".to_string()]);
@@ -298,8 +307,14 @@ mod tests {
             },
         };
         let mut docs = BTreeMap::new();
-        docs.insert("a/baseline".into(), doc(info("a/baseline", "x"), ok.clone(), 1));
-        docs.insert("b/baseline".into(), doc(info("b/baseline", "x"), oom.clone(), 2));
+        docs.insert(
+            "a/baseline".into(),
+            doc(info("a/baseline", "x"), ok.clone(), 1),
+        );
+        docs.insert(
+            "b/baseline".into(),
+            doc(info("b/baseline", "x"), oom.clone(), 2),
+        );
         let new = vec![info("a/baseline", "x"), info("b/baseline", "x")];
         let d = diff(&docs, &new);
         let (recs, rq) = reconstruct(&new, &docs, &d, &ResumeOptions::default());
@@ -327,7 +342,9 @@ mod tests {
         docs.insert("a/baseline".into(), doc(info("a/baseline", "x"), ok, 1));
         let new = vec![info("a/baseline", "y")];
         let d = diff(&docs, &new);
-        assert!(reconstruct(&new, &docs, &d, &ResumeOptions::default()).1.is_empty());
+        assert!(reconstruct(&new, &docs, &d, &ResumeOptions::default())
+            .1
+            .is_empty());
         let opts = ResumeOptions {
             rerun_changed: true,
             ..Default::default()

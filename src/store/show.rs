@@ -26,7 +26,16 @@ pub fn render(docs: &[&RunDoc]) -> String {
     let mut o = String::new();
     for d in docs {
         let i = &d.info;
-        let _ = writeln!(o, "run {}{}", d.key, if d.removed { " (removed from the plan)" } else { "" });
+        let _ = writeln!(
+            o,
+            "run {}{}",
+            d.key,
+            if d.removed {
+                " (removed from the plan)"
+            } else {
+                ""
+            }
+        );
         let _ = writeln!(o, "  commit   {} {}", i.commit, i.title);
         if let Some(p) = &i.parent {
             let _ = writeln!(o, "  parent   {p}");
@@ -41,7 +50,11 @@ pub fn render(docs: &[&RunDoc]) -> String {
         if let Some(p) = &i.patch {
             let _ = writeln!(o, "  patch    {p}");
         }
-        let _ = writeln!(o, "  state    {} (attempt {})", d.record.state, d.record.attempt);
+        let _ = writeln!(
+            o,
+            "  state    {} (attempt {})",
+            d.record.state, d.record.attempt
+        );
         if let Some(f) = &d.predicted {
             let _ = writeln!(o, "  predicted {}: {}", f.category, f.reason);
         }
@@ -68,7 +81,11 @@ pub fn render(docs: &[&RunDoc]) -> String {
                 let _ = writeln!(o, "    ended     {:<20} {}", a.status(), t(f, base));
             }
             for f in &a.findings {
-                let _ = writeln!(o, "    diagnosis {} → {:?}: {}", f.category, f.action, f.reason);
+                let _ = writeln!(
+                    o,
+                    "    diagnosis {} → {:?}: {}",
+                    f.category, f.action, f.reason
+                );
                 let _ = writeln!(o, "      evidence: {}", f.evidence.replace('\n', " "));
             }
             for f in &a.fixes {
@@ -82,7 +99,11 @@ pub fn render(docs: &[&RunDoc]) -> String {
             }
             if let Some(info) = &a.info {
                 if info.command != i.command {
-                    let _ = writeln!(o, "    ran as    {}", info.command.as_deref().unwrap_or("-"));
+                    let _ = writeln!(
+                        o,
+                        "    ran as    {}",
+                        info.command.as_deref().unwrap_or("-")
+                    );
                 }
             }
             for (k, v) in &a.metrics {

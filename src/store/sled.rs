@@ -86,7 +86,11 @@ impl Backend for SledBackend {
         self.tree(t).remove(key)?;
         Ok(())
     }
-    fn scan(&self, t: Tree, f: &mut dyn FnMut(&[u8], &[u8]) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    fn scan(
+        &self,
+        t: Tree,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
         for kv in self.tree(t).iter() {
             let (k, v) = kv?;
             f(&k, &v)?;
