@@ -34,17 +34,16 @@ pub enum Tree {
     Runs,
 }
 
+/// A visitor of (key, value) entries.
+pub type Visit<'a> = dyn FnMut(&[u8], &[u8]) -> anyhow::Result<()> + 'a;
+
 /// A small ordered key/value engine with named trees. Replace sled by implementing this.
 pub trait Backend: Send {
     fn get(&self, t: Tree, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>>;
     fn put(&self, t: Tree, key: &[u8], value: &[u8]) -> anyhow::Result<()>;
     fn remove(&self, t: Tree, key: &[u8]) -> anyhow::Result<()>;
     /// Visit every entry in key order.
-    fn scan(
-        &self,
-        t: Tree,
-        f: &mut dyn FnMut(&[u8], &[u8]) -> anyhow::Result<()>,
-    ) -> anyhow::Result<()>;
+    fn scan(&self, t: Tree, f: &mut Visit<'_>) -> anyhow::Result<()>;
     fn last_key(&self, t: Tree) -> anyhow::Result<Option<Vec<u8>>>;
     fn len(&self, t: Tree) -> usize;
     /// Make every write so far durable.

@@ -1,6 +1,6 @@
 //! The sled engine behind [`super::Backend`].
 
-use super::{Backend, StoreError, Tree};
+use super::{Backend, StoreError, Tree, Visit};
 use std::path::Path;
 
 pub struct SledBackend {
@@ -86,11 +86,7 @@ impl Backend for SledBackend {
         self.tree(t).remove(key)?;
         Ok(())
     }
-    fn scan(
-        &self,
-        t: Tree,
-        f: &mut dyn FnMut(&[u8], &[u8]) -> anyhow::Result<()>,
-    ) -> anyhow::Result<()> {
+    fn scan(&self, t: Tree, f: &mut Visit<'_>) -> anyhow::Result<()> {
         for kv in self.tree(t).iter() {
             let (k, v) = kv?;
             f(&k, &v)?;
