@@ -3,8 +3,9 @@
 use std::process::Command;
 
 fn run(seed: &str) -> (i32, String) {
+    let store = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_nightshift"))
-        .args([
+                .args([
             "run",
             "examples/iso-vllm.toml",
             "--runtime",
@@ -14,6 +15,8 @@ fn run(seed: &str) -> (i32, String) {
             "max",
             "--seed",
             seed,
+            "--store",
+            store.path().to_str().unwrap(),
         ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
