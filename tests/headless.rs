@@ -5,7 +5,7 @@ use std::process::Command;
 fn run(seed: &str) -> (i32, String) {
     let store = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_nightshift"))
-                .args([
+        .args([
             "run",
             "examples/iso-vllm.toml",
             "--runtime",

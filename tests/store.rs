@@ -310,7 +310,18 @@ fn results_formats_and_show() {
         .arg(&store)
         .output()
         .unwrap();
-    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1);
+    // One record per attempt of the one human run (a retried attempt adds a record).
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!lines.is_empty());
+    assert!(lines.iter().all(|r| r["variant"] == "human"), "{lines:?}");
+    let attempts: Vec<u64> = lines
+        .iter()
+        .map(|r| r["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(attempts, (1..=attempts.len() as u64).collect::<Vec<_>>());
     let o = Command::new(BIN)
         .args(["show", "c1111111", "--store"])
         .arg(&store)
