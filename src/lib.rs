@@ -6,3 +6,4 @@
 pub mod category;
 pub mod cli;
 pub mod model;
+pub mod parse;
