@@ -21,8 +21,8 @@ pub(crate) fn parse(input: &[u8]) -> Option<Vec<JsonBlock>> {
     if !matches!(body.first(), Some(b'{' | b'[')) {
         return None;
     }
-    let docs: Vec<Value> = match serde_json::from_slice::<Value>(body) {
-        Ok(v) => vec![v],
+    let docs: Vec<(Value, &[u8])> = match serde_json::from_slice::<Value>(body) {
+        Ok(v) => vec![(v, body)],
         Err(_) => {
             let mut docs = Vec::new();
             for line in body.split(|&b| b == b'\n') {
@@ -30,13 +30,74 @@ pub(crate) fn parse(input: &[u8]) -> Option<Vec<JsonBlock>> {
                 if line.is_empty() {
                     continue;
                 }
-                docs.push(serde_json::from_slice::<Value>(line).ok()?);
+                docs.push((serde_json::from_slice::<Value>(line).ok()?, line));
             }
             docs
         }
     };
-    let blocks: Vec<JsonBlock> = docs.iter().filter_map(block).collect();
+    let blocks: Vec<JsonBlock> = docs
+        .iter()
+        .filter_map(|(v, raw)| {
+            let mut b = block(v)?;
+            exact(&String::from_utf8_lossy(raw), v, &mut b.metrics);
+            Some(b)
+        })
+        .collect();
     (!blocks.is_empty()).then_some(blocks)
+}
+
+/// serde_json's default float reader can be one ULP off for 17-digit values (vLLM writes
+/// full `repr` floats); re-read each top-level number from its own text, correctly rounded.
+fn exact(raw: &str, v: &Value, metrics: &mut BTreeMap<String, f64>) {
+    let Value::Object(o) = v else { return };
+    let mut fix = |src: &str, parent: Option<&str>, dst: String| {
+        let Some(got) = metrics.get_mut(&dst) else {
+            return;
+        };
+        let pat = format!(
+            r#""{}"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"#,
+            regex::escape(src)
+        );
+        let Ok(re) = regex::Regex::new(&pat) else {
+            return;
+        };
+        let hay = match parent.and_then(|p| raw.find(&format!("\"{p}\""))) {
+            Some(at) => &raw[at..],
+            None => raw,
+        };
+        if let Some(c) = re.captures(hay) {
+            if let Ok(x) = c[1].parse::<f64>() {
+                if (x - *got).abs() <= x.abs() * 1e-15 {
+                    *got = x;
+                }
+            }
+        }
+    };
+    for (k, val) in o {
+        if !val.as_number().is_some_and(|n| n.is_f64()) {
+            if let (Value::Object(p), "percentiles") = (val, k.as_str()) {
+                for pk in p.keys() {
+                    fix(pk, Some("percentiles"), format!("latency_p{}_s", slug(pk)));
+                }
+            }
+            continue;
+        }
+        let dst = if o.contains_key("avg_latency") && k == "avg_latency" {
+            Some("latency_avg_s".to_string())
+        } else if o.contains_key("requests_per_second") || o.contains_key("tokens_per_second") {
+            match k.as_str() {
+                "requests_per_second" => Some("throughput_req_s".into()),
+                "tokens_per_second" => Some("throughput_total_tok_s".into()),
+                "elapsed_time" => Some("elapsed_s".into()),
+                _ => None,
+            }
+        } else {
+            serving_key(k)
+        };
+        if let Some(dst) = dst {
+            fix(k, None, dst);
+        }
+    }
 }
 
 fn block(v: &Value) -> Option<JsonBlock> {
@@ -211,6 +272,10 @@ mod tests {
         let b = parse(l).unwrap();
         assert_eq!(b[0].kind, Kind::Latency);
         assert_eq!(b[0].metrics["latency_p99_s"], 1.78);
+        let l = br#"{"avg_latency": 1.4704144389019347, "percentiles": {"10": 1.4711670397227863}}"#;
+        let b = parse(l).unwrap();
+        assert_eq!(b[0].metrics["latency_avg_s"], 1.4704144389019347);
+        assert_eq!(b[0].metrics["latency_p10_s"], 1.4711670397227863);
         let t = br#"{"elapsed_time": 40.6, "num_requests": 1000, "total_num_tokens": 437133, "requests_per_second": 24.61, "tokens_per_second": 10758.87}"#;
         let b = parse(t).unwrap();
         assert_eq!(b[0].kind, Kind::Throughput);
