@@ -139,7 +139,8 @@ fn split_row(text: &str) -> Option<LabelValue> {
     if label.is_empty() || !label.starts_with(|c: char| c.is_alphabetic()) {
         return None;
     }
-    let unit_in_label = label_unit.is_some();
+    // A table row has no print layout to judge by.
+    let unit_in_label = false;
     let unit = label_unit.or_else(|| c.name("unit").map(|m| m.as_str().to_lowercase()));
     Some(LabelValue {
         label,

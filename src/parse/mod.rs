@@ -220,9 +220,12 @@ impl StreamParser {
             .into_iter()
             .filter(|b| !b.metrics.is_empty())
             .collect();
+        // A framed block (header, or an offline result line) is stronger evidence than a
+        // run of headerless labels, e.g. a markdown table repeating the numbers.
         let chosen = blocks
             .iter()
-            .rposition(|b| b.complete)
+            .rposition(|b| b.complete && b.frame != Frame::Implicit)
+            .or_else(|| blocks.iter().rposition(|b| b.complete))
             .or_else(|| blocks.len().checked_sub(1));
         let mut result = ParseResult {
             vllm_version: self.version.map(|(v, _)| v),
@@ -284,7 +287,11 @@ impl StreamParser {
             self.pip_name_vllm = name.trim().eq_ignore_ascii_case("vllm");
             return;
         }
-        if !(lower_has("version") || lower_has("vllm") || text.starts_with(|c: char| c.is_ascii_digit())) {
+        if !(lower_has("version")
+            || lower_has("vllm")
+            || lower_has("llm engine (v")
+            || text.starts_with(|c: char| c.is_ascii_digit()))
+        {
             return;
         }
         let Some((v, strength)) = version::detect_clean(text) else {

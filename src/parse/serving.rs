@@ -127,7 +127,9 @@ fn lookup(candidate: &str, generic: bool) -> Option<(Cow<'static, str>, Scope)> 
                 }
                 None => return None,
             };
-            let scope = if stem == "ttft" && stat == "mean" {
+            // A known metric opens a headerless block: era A prints no header, and a log
+            // cut above the header still shows its sections.
+            let scope = if metric_stem(name).is_some() {
                 Scope::Starter
             } else {
                 Scope::Block
