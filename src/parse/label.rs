@@ -21,6 +21,9 @@ pub(crate) struct LabelValue {
     pub unit_in_label: bool,
 }
 
+/// Longest line worth matching as `label: value`.
+pub(crate) const MAX_TEXT: usize = 1024;
+
 const NUM: &str = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:[eE][-+]?\d+)?|[-+]?\.\d+(?:[eE][-+]?\d+)?";
 const UNIT: &str = r"[A-Za-zµ%]+(?:/[A-Za-z]+)?";
 
@@ -110,6 +113,10 @@ pub(crate) fn normalize_label(raw: &str) -> (String, Option<String>) {
 
 /// Splits `Label: value [unit]` or a markdown table row `| Label | value |`.
 pub(crate) fn split(text: &str) -> Option<LabelValue> {
+    // No result line is this long; the bound keeps label matching linear.
+    if text.len() > MAX_TEXT {
+        return None;
+    }
     if text.starts_with('|') {
         return split_row(text);
     }

@@ -71,6 +71,9 @@ fn secs(num: &str, unit: Option<&str>) -> Option<f64> {
 
 /// Matches a cleaned line (any case) against the offline result shapes.
 pub(crate) fn match_line(text: &str) -> Option<Offline> {
+    if text.len() > super::label::MAX_TEXT {
+        return None;
+    }
     let lower = text.to_ascii_lowercase();
     let r = res();
     if lower.contains("throughput:") {
