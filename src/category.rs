@@ -92,6 +92,9 @@ mod tests {
             assert_eq!(json, format!("\"{}\"", c.as_str()));
         }
         assert_eq!(Category::ALL.len(), 23);
-        assert!("nope".parse::<Category>().unwrap_err().contains("version_port_bug"));
+        assert!("nope"
+            .parse::<Category>()
+            .unwrap_err()
+            .contains("version_port_bug"));
     }
 }

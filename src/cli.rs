@@ -1,1 +1,3 @@
-pub fn main() -> i32 { 0 }
+pub fn main() -> i32 {
+    0
+}

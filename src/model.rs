@@ -237,7 +237,14 @@ pub fn transition(from: &RunState, to: &RunState) -> Result<(), IllegalTransitio
         (Held { .. }, Queued) => true,
         (Held { .. }, Finished { outcome }) => !matches!(outcome, Outcome::Success),
         (Finished { .. }, Queued) => true,
-        (Finished { outcome: Outcome::Failed { .. } }, Finished { outcome: Outcome::Skipped { .. } }) => true,
+        (
+            Finished {
+                outcome: Outcome::Failed { .. },
+            },
+            Finished {
+                outcome: Outcome::Skipped { .. },
+            },
+        ) => true,
         _ => false,
     };
     if ok {
@@ -322,20 +329,94 @@ mod tests {
     fn illegal_transitions_are_rejected() {
         use RunState::*;
         let bad = [
-            (Queued, Active { stage: Stage::Benchmarking }),
-            (Queued, Finished { outcome: Outcome::Success }),
-            (Queued, Held { category: Category::Other }),
-            (Active { stage: Stage::Benchmarking }, Active { stage: Stage::LoadingServer }),
-            (Active { stage: Stage::Benchmarking }, Active { stage: Stage::Benchmarking }),
-            (Active { stage: Stage::Benchmarking }, Finished { outcome: Outcome::Success }),
-            (Active { stage: Stage::Benchmarking }, Finished { outcome: Outcome::Skipped { reason: "r".into() } }),
-            (Held { category: Category::Other }, Finished { outcome: Outcome::Success }),
-            (Held { category: Category::Other }, Active { stage: Stage::PreparingImage }),
-            (Finished { outcome: Outcome::Success }, Active { stage: Stage::PreparingImage }),
-            (Finished { outcome: Outcome::Success }, Finished { outcome: Outcome::Cancelled }),
+            (
+                Queued,
+                Active {
+                    stage: Stage::Benchmarking,
+                },
+            ),
+            (
+                Queued,
+                Finished {
+                    outcome: Outcome::Success,
+                },
+            ),
+            (
+                Queued,
+                Held {
+                    category: Category::Other,
+                },
+            ),
+            (
+                Active {
+                    stage: Stage::Benchmarking,
+                },
+                Active {
+                    stage: Stage::LoadingServer,
+                },
+            ),
+            (
+                Active {
+                    stage: Stage::Benchmarking,
+                },
+                Active {
+                    stage: Stage::Benchmarking,
+                },
+            ),
+            (
+                Active {
+                    stage: Stage::Benchmarking,
+                },
+                Finished {
+                    outcome: Outcome::Success,
+                },
+            ),
+            (
+                Active {
+                    stage: Stage::Benchmarking,
+                },
+                Finished {
+                    outcome: Outcome::Skipped { reason: "r".into() },
+                },
+            ),
+            (
+                Held {
+                    category: Category::Other,
+                },
+                Finished {
+                    outcome: Outcome::Success,
+                },
+            ),
+            (
+                Held {
+                    category: Category::Other,
+                },
+                Active {
+                    stage: Stage::PreparingImage,
+                },
+            ),
+            (
+                Finished {
+                    outcome: Outcome::Success,
+                },
+                Active {
+                    stage: Stage::PreparingImage,
+                },
+            ),
+            (
+                Finished {
+                    outcome: Outcome::Success,
+                },
+                Finished {
+                    outcome: Outcome::Cancelled,
+                },
+            ),
         ];
         for (from, to) in bad {
-            assert!(transition(&from, &to).is_err(), "{from} -> {to} should be illegal");
+            assert!(
+                transition(&from, &to).is_err(),
+                "{from} -> {to} should be illegal"
+            );
         }
     }
 

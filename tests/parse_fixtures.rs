@@ -1,6 +1,7 @@
 //! Fixtures written from `shared/spec/vllm-output-formats.md` (values invented, layout
 //! exact): one per era and per quirk. Binary quirks (CRLF, `\r` bars, ANSI, invalid
 //! UTF-8, 1 MB lines) are derived from the text fixtures in code.
+#![allow(clippy::excessive_precision)] // values as benchmarks print them
 
 use nightshift::parse::{cli, detect_version, parse_bytes, Kind, ParseResult, StreamParser};
 use std::collections::BTreeMap;
@@ -232,7 +233,10 @@ fn throughput_every_shape() {
     assert_eq!(r.kind, Kind::Throughput);
     assert_eq!(
         r.metrics,
-        map(&[("throughput_req_s", 24.61), ("throughput_total_tok_s", 10758.87)])
+        map(&[
+            ("throughput_req_s", 24.61),
+            ("throughput_total_tok_s", 10758.87)
+        ])
     );
     assert_eq!(r.vllm_version, None, "v0.3.3 logs name no version");
 
@@ -316,7 +320,10 @@ fn server_logs_name_the_version_and_hold_no_result() {
         assert_eq!(r.vllm_version.as_deref(), Some(want), "{file}");
         assert_eq!(r.kind, Kind::Unknown, "{file}");
         assert!(!r.has_result(), "{file}: {:?}", r.metrics);
-        assert!(r.metrics.is_empty(), "{file}: the stats line is never a result");
+        assert!(
+            r.metrics.is_empty(),
+            "{file}: the stats line is never a result"
+        );
     }
     assert_eq!(
         detect_version("Initializing a V0 LLM engine (v0.7.3) with config: model='m'").as_deref(),

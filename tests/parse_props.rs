@@ -65,8 +65,17 @@ fn prefix() -> impl Strategy<Value = String> {
     let compose = "[a-z][a-z0-9_.-]{0,14}".prop_flat_map(|name| {
         (Just(name), 1usize..6).prop_map(|(n, pad)| format!("{n}{}| ", " ".repeat(pad)))
     });
-    let iso = (2000u32..2100, 1u32..13, 1u32..29, 0u32..24, 0u32..60, 0u32..1_000_000_000)
-        .prop_map(|(y, mo, d, h, mi, ns)| format!("{y}-{mo:02}-{d:02}T{h:02}:{mi:02}:{mi:02}.{ns:09}Z "));
+    let iso = (
+        2000u32..2100,
+        1u32..13,
+        1u32..29,
+        0u32..24,
+        0u32..60,
+        0u32..1_000_000_000,
+    )
+        .prop_map(|(y, mo, d, h, mi, ns)| {
+            format!("{y}-{mo:02}-{d:02}T{h:02}:{mi:02}:{mi:02}.{ns:09}Z ")
+        });
     let logger = (
         prop::sample::select(vec!["INFO", "WARNING", "DEBUG", "ERROR"]),
         1u32..13,
@@ -83,7 +92,12 @@ fn prefix() -> impl Strategy<Value = String> {
             }
         });
     let tag = (
-        prop::sample::select(vec!["APIServer", "EngineCore_DP0", "VllmWorker TP0", "bench"]),
+        prop::sample::select(vec![
+            "APIServer",
+            "EngineCore_DP0",
+            "VllmWorker TP0",
+            "bench",
+        ]),
         1u32..99999,
         any::<bool>(),
     )

@@ -65,12 +65,7 @@ fn table(file: &str, r: &ParseResult, out: &mut dyn Write) -> std::io::Result<()
     Ok(())
 }
 
-pub fn main(
-    files: &[PathBuf],
-    json: bool,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> i32 {
+pub fn main(files: &[PathBuf], json: bool, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let mut code = 0;
     for (i, path) in files.iter().enumerate() {
         let name = path.display().to_string();
@@ -110,13 +105,20 @@ mod tests {
     fn exit_codes_and_json() {
         let dir = tempfile::tempdir().unwrap();
         let good = dir.path().join("good.txt");
-        std::fs::write(&good, "Avg latency: 1.5 seconds\n99% percentile latency: 2 seconds\n").unwrap();
+        std::fs::write(
+            &good,
+            "Avg latency: 1.5 seconds\n99% percentile latency: 2 seconds\n",
+        )
+        .unwrap();
         let empty = dir.path().join("empty.txt");
         std::fs::write(&empty, "").unwrap();
         let missing = dir.path().join("missing.txt");
 
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        assert_eq!(main(std::slice::from_ref(&good), true, &mut out, &mut err), 0);
+        assert_eq!(
+            main(std::slice::from_ref(&good), true, &mut out, &mut err),
+            0
+        );
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["kind"], "latency");
         assert_eq!(v["metrics"]["latency_avg_s"], 1.5);

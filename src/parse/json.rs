@@ -17,7 +17,9 @@ pub(crate) struct JsonBlock {
 /// Parses `input` as one JSON document or as JSON Lines. `None` when it is not JSON.
 pub(crate) fn parse(input: &[u8]) -> Option<Vec<JsonBlock>> {
     let start = input.iter().position(|b| !b.is_ascii_whitespace())?;
-    let body = input[start..].strip_prefix(b"\xef\xbb\xbf").unwrap_or(&input[start..]);
+    let body = input[start..]
+        .strip_prefix(b"\xef\xbb\xbf")
+        .unwrap_or(&input[start..]);
     if !matches!(body.first(), Some(b'{' | b'[')) {
         return None;
     }
@@ -249,6 +251,8 @@ fn pytorch(records: &[Value]) -> Option<JsonBlock> {
 }
 
 #[cfg(test)]
+// The values are as benchmarks print them (full `repr` floats).
+#[allow(clippy::excessive_precision)]
 mod tests {
     use super::*;
 
@@ -272,7 +276,8 @@ mod tests {
         let b = parse(l).unwrap();
         assert_eq!(b[0].kind, Kind::Latency);
         assert_eq!(b[0].metrics["latency_p99_s"], 1.78);
-        let l = br#"{"avg_latency": 1.4704144389019347, "percentiles": {"10": 1.4711670397227863}}"#;
+        let l =
+            br#"{"avg_latency": 1.4704144389019347, "percentiles": {"10": 1.4711670397227863}}"#;
         let b = parse(l).unwrap();
         assert_eq!(b[0].metrics["latency_avg_s"], 1.4704144389019347);
         assert_eq!(b[0].metrics["latency_p10_s"], 1.4711670397227863);

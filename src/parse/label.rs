@@ -24,7 +24,8 @@ pub(crate) struct LabelValue {
 /// Longest line worth matching as `label: value`.
 pub(crate) const MAX_TEXT: usize = 1024;
 
-const NUM: &str = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:[eE][-+]?\d+)?|[-+]?\.\d+(?:[eE][-+]?\d+)?";
+const NUM: &str =
+    r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:[eE][-+]?\d+)?|[-+]?\.\d+(?:[eE][-+]?\d+)?";
 const UNIT: &str = r"[A-Za-zµ%]+(?:/[A-Za-z]+)?";
 
 fn colon_re() -> &'static Regex {

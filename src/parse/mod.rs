@@ -137,6 +137,8 @@ struct Block {
 
 /// A header block that sees this many foreign lines in a row was cut off.
 const NOISE_LIMIT: u32 = 64;
+/// Outside a block, lines longer than this (without `\r`) are only checked for a version.
+const LONG_LINE: usize = 2048;
 /// Lines longer than this are never results; their tail is skipped, not buffered.
 const MAX_LINE: usize = 4 << 20;
 
@@ -253,18 +255,36 @@ impl StreamParser {
         )
     }
 
+    fn version_known(&self) -> bool {
+        self.version
+            .as_ref()
+            .is_some_and(|(_, s)| *s == Strength::Strong)
+    }
+
+    /// Whether a raw line (or `\r` segment) outside a text block deserves a closer look.
+    fn worth_a_look(&self, raw: &[u8]) -> bool {
+        let want_version = !self.version_known();
+        (prefilter::interesting(raw, want_version) && !prefilter::server_stats(raw))
+            || (self.version.is_none() && prefilter::bare_version_candidate(raw))
+    }
+
     fn line(&mut self, raw: &[u8], out: &mut Vec<MetricUpdate>) {
-        if !self.in_text_block()
-            && !prefilter::interesting(raw)
-            && !(self.version.is_none() && prefilter::bare_version_candidate(raw))
-        {
-            return;
+        if !self.in_text_block() {
+            // Request logs with whole prompts are the bulk of a server log's bytes; no
+            // result line is that long unless `\r` segments were glued onto it.
+            if raw.len() > LONG_LINE && memchr::memchr(b'\r', raw).is_none() {
+                if !self.version_known() && prefilter::version_hint(raw) {
+                    let c = line::clean(raw);
+                    self.note_version(&c.text);
+                }
+                return;
+            }
+            if !self.worth_a_look(raw) {
+                return;
+            }
         }
         for seg in line::segments(raw) {
-            if !self.in_text_block()
-                && !prefilter::interesting(seg)
-                && !(self.version.is_none() && prefilter::bare_version_candidate(seg))
-            {
+            if !self.in_text_block() && !self.worth_a_look(seg) {
                 continue;
             }
             let c = line::clean(seg);
@@ -275,7 +295,11 @@ impl StreamParser {
     }
 
     fn note_version(&mut self, text: &str) {
-        if self.version.as_ref().is_some_and(|(_, s)| *s == Strength::Strong) {
+        if self
+            .version
+            .as_ref()
+            .is_some_and(|(_, s)| *s == Strength::Strong)
+        {
             return;
         }
         let lower_has = |needle: &str| {
@@ -534,7 +558,9 @@ fn context_key(key: &str) -> Option<&'static str> {
 /// benchmark records) or any text a benchmark or server printed.
 pub fn parse_bytes(input: &[u8]) -> ParseResult {
     if let Some(mut blocks) = json::parse(input) {
-        let last = blocks.pop().expect("json::parse returns at least one block");
+        let last = blocks
+            .pop()
+            .expect("json::parse returns at least one block");
         return ParseResult {
             kind: last.kind,
             vllm_version: None,

@@ -24,7 +24,8 @@ pub(crate) enum Offline {
     Speeds(f64, f64),
 }
 
-const NUM: &str = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:e[-+]?\d+)?|[-+]?\.\d+(?:e[-+]?\d+)?";
+const NUM: &str =
+    r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:e[-+]?\d+)?|[-+]?\.\d+(?:e[-+]?\d+)?";
 /// Start of line, or a separator (`Before: `, `] `, `| `) — never a preceding word.
 const B: &str = r"(?:^|[^a-z0-9\s).,]\s*)";
 
@@ -148,6 +149,8 @@ fn throughput_items(rest: &str) -> Option<Offline> {
 }
 
 #[cfg(test)]
+// The values are as benchmarks print them (full `repr` floats).
+#[allow(clippy::excessive_precision)]
 mod tests {
     use super::*;
 
@@ -161,7 +164,9 @@ mod tests {
             ]))
         );
         assert_eq!(
-            match_line("After: Throughput: 0.16 requests/s, 735.49 total tokens/s, 654.65 output tokens/s"),
+            match_line(
+                "After: Throughput: 0.16 requests/s, 735.49 total tokens/s, 654.65 output tokens/s"
+            ),
             Some(Offline::Throughput(vec![
                 ("throughput_req_s", 0.16),
                 ("throughput_total_tok_s", 735.49),
@@ -173,17 +178,16 @@ mod tests {
             Some(Offline::ServingThroughput(4.61))
         );
         assert_eq!(
-            match_line("Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 238.7 tokens/s"),
+            match_line(
+                "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 238.7 tokens/s"
+            ),
             None
         );
         assert_eq!(
             match_line("throughput: 0.0 tokens/s, Avg generation throughput: 238.7 tokens/s"),
             None
         );
-        assert_eq!(
-            match_line("Request throughput: 8.46 requests/s"),
-            None
-        );
+        assert_eq!(match_line("Request throughput: 8.46 requests/s"), None);
     }
 
     #[test]
@@ -196,7 +200,10 @@ mod tests {
             match_line("99% percentile latency: 1.78 seconds"),
             Some(Offline::Percentile("latency_p99_s".into(), 1.78))
         );
-        assert_eq!(match_line("cost time 12.946571588516235"), Some(Offline::CostTime(12.946571588516235)));
+        assert_eq!(
+            match_line("cost time 12.946571588516235"),
+            Some(Offline::CostTime(12.946571588516235))
+        );
         assert_eq!(
             match_line("Total num prompt tokens:  221443"),
             Some(Offline::TotalNum("total_input_tokens", 221443.0))

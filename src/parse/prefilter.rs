@@ -2,14 +2,18 @@
 //! logs is server noise (access lines, request logs, stats); only lines containing one of
 //! these words can start or carry a result outside a block, or name the vLLM version.
 
-use aho_corasick::AhoCorasick;
+use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use std::sync::OnceLock;
 
-/// Lower-case needles, matched ASCII-case-insensitively anywhere in the raw line.
-pub(crate) const NEEDLES: &[&str] = &[
+/// Lower-case needles of result lines, matched ASCII-case-insensitively anywhere in the
+/// raw line: every label that can open a block or carries a result outside one.
+pub(crate) const RESULT_NEEDLES: &[&str] = &[
     "benchmark result",
-    "throughput",
-    "latency",
+    "throughput:",
+    "throughput (",
+    "avg latency",
+    "percentile latency",
+    "average latency",
     "successful requests",
     "benchmark duration",
     "total time",
@@ -26,6 +30,10 @@ pub(crate) const NEEDLES: &[&str] = &[
     "concurrency",
     "request rate",
     "burstiness",
+];
+
+/// Needles of lines that may name the vLLM version.
+pub(crate) const VERSION_NEEDLES: &[&str] = &[
     "version",
     "llm engine (v",
     "name: vllm",
@@ -34,20 +42,59 @@ pub(crate) const NEEDLES: &[&str] = &[
     "vllm  ",
 ];
 
-fn automaton() -> &'static AhoCorasick {
+fn automaton(with_version: bool) -> &'static AhoCorasick {
+    static RESULTS: OnceLock<AhoCorasick> = OnceLock::new();
+    static ALL: OnceLock<AhoCorasick> = OnceLock::new();
+    let build = |needles: Vec<&str>| {
+        // A full DFA: a few KiB of tables, one transition per byte.
+        AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(needles)
+            .expect("prefilter automaton")
+    };
+    if with_version {
+        ALL.get_or_init(|| {
+            build(
+                RESULT_NEEDLES
+                    .iter()
+                    .chain(VERSION_NEEDLES)
+                    .copied()
+                    .collect(),
+            )
+        })
+    } else {
+        RESULTS.get_or_init(|| build(RESULT_NEEDLES.to_vec()))
+    }
+}
+
+/// True when the raw line may matter outside a result block. `version` adds the needles
+/// of version lines (until a version is known for sure).
+#[inline]
+pub(crate) fn interesting(raw: &[u8], version: bool) -> bool {
+    automaton(version).is_match(raw)
+}
+
+/// True when a line may name the version.
+pub(crate) fn version_hint(raw: &[u8]) -> bool {
     static A: OnceLock<AhoCorasick> = OnceLock::new();
     A.get_or_init(|| {
         AhoCorasick::builder()
             .ascii_case_insensitive(true)
-            .build(NEEDLES)
-            .expect("prefilter automaton")
+            .build(VERSION_NEEDLES)
+            .expect("version automaton")
     })
+    .is_match(raw)
 }
 
-/// True when the raw line may matter outside a result block.
+/// The server's periodic stats line (`Avg prompt throughput: 0.0 tokens/s, …`): frequent,
+/// mentions throughput, and is never a result.
 #[inline]
-pub(crate) fn interesting(raw: &[u8]) -> bool {
-    automaton().is_match(raw)
+pub(crate) fn server_stats(raw: &[u8]) -> bool {
+    static F: OnceLock<memchr::memmem::Finder<'static>> = OnceLock::new();
+    F.get_or_init(|| memchr::memmem::Finder::new("Avg prompt throughput:"))
+        .find(raw)
+        .is_some()
 }
 
 /// True for a short line starting with a digit: a bare `print(vllm.__version__)` output.

@@ -22,41 +22,98 @@ pub(crate) enum Scope {
 const TABLE: &[(&str, &str, Scope)] = &[
     ("successful requests", "successful_requests", Scope::Starter),
     ("failed requests", "failed_requests", Scope::Block),
-    ("maximum request concurrency", "max_concurrency", Scope::Context),
+    (
+        "maximum request concurrency",
+        "max_concurrency",
+        Scope::Context,
+    ),
     ("max request concurrency", "max_concurrency", Scope::Context),
     ("request rate configured", "request_rate", Scope::Block),
     ("traffic request rate", "request_rate", Scope::Context),
+    ("request rate", "request_rate", Scope::Context),
     ("burstiness factor", "burstiness", Scope::Context),
     ("benchmark duration", "duration_s", Scope::Starter),
     ("total input tokens", "total_input_tokens", Scope::Block),
-    ("total generated tokens", "total_output_tokens", Scope::Block),
+    (
+        "total generated tokens",
+        "total_output_tokens",
+        Scope::Block,
+    ),
     ("total output tokens", "total_output_tokens", Scope::Block),
-    ("request throughput", "request_throughput_req_s", Scope::Starter),
+    (
+        "request throughput",
+        "request_throughput_req_s",
+        Scope::Starter,
+    ),
     ("request goodput", "request_goodput_req_s", Scope::Block),
-    ("input token throughput", "input_throughput_tok_s", Scope::Block),
-    ("output token throughput", "output_throughput_tok_s", Scope::Block),
+    (
+        "input token throughput",
+        "input_throughput_tok_s",
+        Scope::Block,
+    ),
+    (
+        "output token throughput",
+        "output_throughput_tok_s",
+        Scope::Block,
+    ),
     (
         "peak output token throughput",
         "peak_output_throughput_tok_s",
         Scope::Block,
     ),
-    ("peak concurrent requests", "peak_concurrent_requests", Scope::Block),
-    ("total token throughput", "total_throughput_tok_s", Scope::Block),
-    ("input throughput", "input_throughput_inputs_s", Scope::Block),
+    (
+        "peak concurrent requests",
+        "peak_concurrent_requests",
+        Scope::Block,
+    ),
+    (
+        "total token throughput",
+        "total_throughput_tok_s",
+        Scope::Block,
+    ),
+    (
+        "input throughput",
+        "input_throughput_inputs_s",
+        Scope::Block,
+    ),
     ("rtfx (inverse real-time factor)", "rtfx", Scope::Block),
     ("rtfx", "rtfx", Scope::Block),
-    ("acceptance rate", "spec_decode_acceptance_rate_pct", Scope::Block),
-    ("acceptance length", "spec_decode_acceptance_length", Scope::Block),
+    (
+        "acceptance rate",
+        "spec_decode_acceptance_rate_pct",
+        Scope::Block,
+    ),
+    (
+        "acceptance length",
+        "spec_decode_acceptance_length",
+        Scope::Block,
+    ),
     ("drafts", "spec_decode_drafts", Scope::Block),
     ("draft tokens", "spec_decode_draft_tokens", Scope::Block),
-    ("accepted tokens", "spec_decode_accepted_tokens", Scope::Block),
-    ("probe requests completed", "probe_completed_requests", Scope::Block),
-    ("probe requests failed", "probe_failed_requests", Scope::Block),
+    (
+        "accepted tokens",
+        "spec_decode_accepted_tokens",
+        Scope::Block,
+    ),
+    (
+        "probe requests completed",
+        "probe_completed_requests",
+        Scope::Block,
+    ),
+    (
+        "probe requests failed",
+        "probe_failed_requests",
+        Scope::Block,
+    ),
     // Pre-2024 `benchmark_serving.py` (no header): `Total time: 216.81 s`, `Throughput:
     // 4.61 requests/s` (handled by the throughput matcher), `Average latency: 7.96 s`.
     ("total time", "duration_s", Scope::Starter),
     ("average latency", "avg_latency_s", Scope::Starter),
-    ("average latency per token", "avg_latency_per_token_s", Scope::Block),
+    (
+        "average latency per token",
+        "avg_latency_per_token_s",
+        Scope::Block,
+    ),
     (
         "average latency per output token",
         "avg_latency_per_output_token_s",
@@ -229,7 +286,9 @@ pub(crate) fn is_closing(text: &str) -> bool {
 
 /// A section header `-----Time to First Token-----`.
 pub(crate) fn is_section(text: &str) -> bool {
-    text.starts_with("---") && text.ends_with("---") && text.bytes().any(|b| b.is_ascii_alphabetic())
+    text.starts_with("---")
+        && text.ends_with("---")
+        && text.bytes().any(|b| b.is_ascii_alphabetic())
 }
 
 /// In a block of the offline-throughput kind (sglang `bench_offline_throughput`), the
@@ -290,7 +349,11 @@ mod tests {
             header_kind("============ Serving Benchmark Result ============"),
             Some(Kind::Serving)
         );
-        assert!(is_closing("=================================================="));
-        assert!(is_section("---------------Time to First Token----------------"));
+        assert!(is_closing(
+            "=================================================="
+        ));
+        assert!(is_section(
+            "---------------Time to First Token----------------"
+        ));
     }
 }

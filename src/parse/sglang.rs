@@ -7,7 +7,11 @@ use super::serving::Scope;
 /// sglang-only labels (lower-case, unit parenthesis removed).
 const TABLE: &[(&str, &str, Scope)] = &[
     // sglang's long-lived typo, and its spelled-out form.
-    ("max reqeuest concurrency", "max_concurrency", Scope::Context),
+    (
+        "max reqeuest concurrency",
+        "max_concurrency",
+        Scope::Context,
+    ),
     (
         "total generated tokens (retokenized)",
         "total_output_tokens_retokenized",
@@ -16,8 +20,16 @@ const TABLE: &[(&str, &str, Scope)] = &[
     // Mean number of requests in flight over the run.
     ("concurrency", "concurrency", Scope::Block),
     // Speculative decoding: same quantity as vLLM's `Acceptance length:`.
-    ("accept length", "spec_decode_acceptance_length", Scope::Block),
-    ("last generation throughput", "last_generation_throughput_tok_s", Scope::Block),
+    (
+        "accept length",
+        "spec_decode_acceptance_length",
+        Scope::Block,
+    ),
+    (
+        "last generation throughput",
+        "last_generation_throughput_tok_s",
+        Scope::Block,
+    ),
 ];
 
 pub(crate) fn lookup(label: &str) -> Option<(&'static str, Scope)> {
