@@ -553,6 +553,37 @@ fn quirk_log_prefixes_on_every_line() {
 }
 
 #[test]
+fn quirk_unknown_timestamp_prefix() {
+    // A date layout no prefix rule knows: labels are still found after it.
+    let text = fixture("quirk_timestamp_prefix.log");
+    let r = parse(&text);
+    assert_eq!(r.kind, Kind::Latency);
+    assert_eq!(
+        r.metrics,
+        map(&[("latency_avg_s", 1.5), ("latency_p99_s", 1.9)])
+    );
+    assert_eq!(
+        r.history,
+        vec![map(&[
+            ("successful_requests", 10.0),
+            ("duration_s", 8.98),
+            ("request_throughput_req_s", 1.11),
+            ("ttft_mean_ms", 811.39),
+            ("ttft_p99_ms", 1099.04),
+        ])]
+    );
+    // Without the latency lines, the serving block is complete (its frame was seen).
+    let serving: Vec<u8> = text
+        .split(|&b| b == b'\n')
+        .take(8)
+        .flat_map(|l| [l, b"\n"].concat())
+        .collect();
+    let r = parse(&serving);
+    assert_eq!(r.kind, Kind::Serving);
+    assert!(!r.truncated);
+}
+
+#[test]
 fn streaming_emits_values_as_soon_as_printed() {
     let text = fixture("era_b_v0_4_serving.txt");
     let mut p = StreamParser::new();

@@ -217,6 +217,11 @@ fn serving_key(k: &str) -> Option<String> {
     if !stat_ok || metric.is_empty() {
         return None;
     }
+    // 0.33.0 spells out what the printed label abbreviates (`E2EL incl. Client Queue`).
+    let metric = match metric {
+        "e2el_including_client_queue" => "e2el_incl_client_queue",
+        m => m,
+    };
     Some(format!("{}_{}_ms", metric, slug(stat)))
 }
 

@@ -159,9 +159,10 @@ fn split_row(text: &str) -> Option<LabelValue> {
 }
 
 /// Start offsets of the label's possible suffixes, leftmost first: the whole label, then
-/// every word that follows a non-alphanumeric separator (`12:00:00 | Successful requests`
-/// → `successful requests`). A word after a plain word never starts a suffix, so
-/// `avg prompt throughput` never becomes `throughput`.
+/// every word that follows a separator (`12:00:00 | Successful requests`, `[bench]
+/// Mean TTFT`) or a word without letters (`21:59:25 Successful requests`). A word after
+/// a word with letters never starts a suffix, so `avg prompt throughput` never becomes
+/// `throughput`.
 pub(crate) fn suffix_starts(label: &str) -> impl Iterator<Item = usize> + '_ {
     let b = label.as_bytes();
     (0..b.len()).filter(move |&i| {
@@ -174,12 +175,23 @@ pub(crate) fn suffix_starts(label: &str) -> impl Iterator<Item = usize> + '_ {
         if b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'.' || b[i - 1] == b'-' {
             return false;
         }
-        // Skip spaces back to the previous visible byte: it must be a separator.
-        let prev = b[..i].iter().rev().find(|c| !c.is_ascii_whitespace());
-        match prev {
-            None => true,
-            Some(p) => !p.is_ascii_alphanumeric() && *p != b')' && *p != b'.',
+        // The previous word: skip spaces back, then take the run of visible bytes.
+        let end = b[..i]
+            .iter()
+            .rposition(|c| !c.is_ascii_whitespace())
+            .map_or(0, |p| p + 1);
+        if end == 0 {
+            return true;
         }
+        let last = b[end - 1];
+        if !last.is_ascii_alphanumeric() && last != b')' && last != b'.' {
+            return true;
+        }
+        let start = b[..end]
+            .iter()
+            .rposition(|c| c.is_ascii_whitespace())
+            .map_or(0, |p| p + 1);
+        !b[start..end].iter().any(u8::is_ascii_alphabetic)
     })
 }
 
@@ -282,6 +294,9 @@ mod tests {
         let l = "p99.9 ttft";
         let s: Vec<&str> = suffix_starts(l).map(|i| &l[i..]).collect();
         assert_eq!(s, vec![l]);
+        let l = "2024/07/08 21:59:25 successful requests";
+        let s: Vec<&str> = suffix_starts(l).map(|i| &l[i..]).collect();
+        assert!(s.contains(&"successful requests"));
     }
 
     #[test]

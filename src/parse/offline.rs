@@ -26,8 +26,9 @@ pub(crate) enum Offline {
 
 const NUM: &str =
     r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:e[-+]?\d+)?|[-+]?\.\d+(?:e[-+]?\d+)?";
-/// Start of line, or a separator (`Before: `, `] `, `| `) — never a preceding word.
-const B: &str = r"(?:^|[^a-z0-9\s).,]\s*)";
+/// Start of line, a separator (`Before: `, `] `, `| `), or a number-like word
+/// (`21:59:25 `) — never a preceding word with letters.
+const B: &str = r"(?:^|[^a-z0-9\s).,]\s*|(?:^|\s)[0-9:.,/\-]+\s+)";
 
 struct Res {
     throughput: Regex,
@@ -213,5 +214,16 @@ mod tests {
             Some(Offline::Speeds(23747.88, 1544.21))
         );
         assert_eq!(match_line("Average latency: 7.96 s"), None);
+        assert_eq!(
+            match_line("2024/07/08 21:59:25 99% percentile latency: 1.78 seconds"),
+            Some(Offline::Percentile("latency_p99_s".into(), 1.78))
+        );
+        assert_eq!(
+            match_line("21:59:25 Throughput: 1.00 requests/s, 2.00 tokens/s"),
+            Some(Offline::Throughput(vec![
+                ("throughput_req_s", 1.0),
+                ("throughput_total_tok_s", 2.0)
+            ]))
+        );
     }
 }

@@ -258,8 +258,27 @@ fn fallback(lv: &LabelValue) -> Option<Mapped> {
     })
 }
 
+/// Drops a prefix no rule in `line` knows (`2024/07/08 21:59:25 `) in front of a frame
+/// line that starts with `rule` (`=` or `-`): any text without letters, or text that ends
+/// in a separator.
+fn frame_text(text: &str, rule: char) -> &str {
+    let pat = if rule == '=' { "==" } else { "---" };
+    let Some(at) = text.find(pat) else {
+        return text;
+    };
+    let prefix = text[..at].trim_end();
+    let ok = !prefix.bytes().any(|b| b.is_ascii_alphabetic())
+        || prefix.ends_with(['|', ']', ':', '>', ')']);
+    if ok {
+        &text[at..]
+    } else {
+        text
+    }
+}
+
 /// `===== Serving Benchmark Result =====` (and sglang's offline variant) → the block kind.
 pub(crate) fn header_kind(text: &str) -> Option<Kind> {
+    let text = frame_text(text, '=');
     if !text.starts_with("==") {
         return None;
     }
@@ -281,11 +300,13 @@ pub(crate) fn header_kind(text: &str) -> Option<Kind> {
 
 /// The closing `=====…` line.
 pub(crate) fn is_closing(text: &str) -> bool {
+    let text = frame_text(text, '=');
     text.len() >= 10 && text.bytes().all(|b| b == b'=')
 }
 
 /// A section header `-----Time to First Token-----`.
 pub(crate) fn is_section(text: &str) -> bool {
+    let text = frame_text(text, '-');
     text.starts_with("---")
         && text.ends_with("---")
         && text.bytes().any(|b| b.is_ascii_alphabetic())
