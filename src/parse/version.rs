@@ -80,8 +80,10 @@ pub(crate) fn detect_clean(text: &str) -> Option<(String, Strength)> {
     if text.len() <= 64 && text.starts_with(|c: char| c.is_ascii_digit() || c == 'v') {
         if let Some(c) = r.bare.captures(text) {
             let v = tidy(&c["v"]);
-            // `0.6` alone is too weak; versions have three parts or a suffix.
-            if v.split('.').count() >= 3 {
+            // `0.6` alone is too weak; versions have three parts, and a one-digit major
+            // (an address like `10.254.5.35` is not a version).
+            let major_ok = v.split('.').next().is_some_and(|m| m.len() == 1);
+            if v.split('.').count() >= 3 && major_ok {
                 return Some((v, Strength::Bare));
             }
         }
@@ -123,6 +125,7 @@ mod tests {
         }
         assert_eq!(detect_version("INFO 07-08 20:49:33 llm_engine.py:1] Initializing an LLM engine with config: model='m'"), None);
         assert_eq!(detect_version("CUDA version 12.1"), None);
+        assert_eq!(detect_version("10.254.5.35"), None);
         assert_eq!(detect_version("Throughput: 1.0 requests/s"), None);
     }
 }
