@@ -98,8 +98,13 @@ fn serving_block(rng: &mut Rng, out: &mut Vec<u8>) {
 }
 
 /// Synthesises about `size` bytes of server log; returns the bytes and the number of
-/// serving result blocks in them.
+/// serving result blocks in them. Without `request_logs` the server ran with
+/// `--disable-log-requests` (short lines only: access, stats, engine lines).
 pub fn synth(size: usize, seed: u64) -> (Vec<u8>, usize) {
+    synth_with(size, seed, true)
+}
+
+fn synth_with(size: usize, seed: u64, request_logs: bool) -> (Vec<u8>, usize) {
     let mut rng = Rng(seed | 1);
     let mut out = Vec::with_capacity(size + 4096);
     let mut blocks = 0;
@@ -120,7 +125,10 @@ pub fn synth(size: usize, seed: u64) -> (Vec<u8>, usize) {
         } else {
             b"(APIServer pid=188747) "
         };
-        let r = rng.below(1000);
+        let mut r = rng.below(1000);
+        if !request_logs && (450..600).contains(&r) {
+            r = rng.below(450);
+        }
         if r < 450 {
             out.extend_from_slice(tag);
             out.extend_from_slice(
@@ -268,11 +276,24 @@ impl Naive {
     }
 }
 
-/// Times both parsers over `size_mb` MiB and prints MB/s and lines/s.
+/// Times both parsers over `size_mb` MiB of each of two synthetic logs (with and
+/// without request logging) and prints MB/s and lines/s.
 pub fn run(size_mb: usize, out: &mut dyn Write) -> anyhow::Result<()> {
+    for request_logs in [true, false] {
+        writeln!(
+            out,
+            "== server log {} request logging ==",
+            if request_logs { "with" } else { "without" }
+        )?;
+        run_one(size_mb, request_logs, out)?;
+    }
+    Ok(())
+}
+
+fn run_one(size_mb: usize, request_logs: bool, out: &mut dyn Write) -> anyhow::Result<()> {
     let total = size_mb.max(1) << 20;
     let t = Instant::now();
-    let (slab, slab_blocks) = synth(SLAB.min(total), 0x5eed);
+    let (slab, slab_blocks) = synth_with(SLAB.min(total), 0x5eed, request_logs);
     let slab_lines = memchr::memchr_iter(b'\n', &slab).count();
     writeln!(
         out,
