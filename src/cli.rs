@@ -102,10 +102,14 @@ pub enum Cmd {
     Doctor,
     /// Benchmarks: `engine` (sim at max speed) or `parse`.
     Bench {
+        /// engine | store | parse
         what: String,
-        /// Runs for the engine benchmark.
+        /// Runs for the engine and store benchmarks.
         #[arg(long, default_value_t = 10_000)]
         runs: usize,
+        /// Size of the synthetic server log for the parse benchmark.
+        #[arg(long, default_value_t = 1024)]
+        size_mb: usize,
     },
 }
 
@@ -229,11 +233,22 @@ pub fn run(cli: Cli) -> i32 {
         } => crate::store::cli::results(store, &format, filter.as_deref(), threshold),
         Cmd::Show { what, store } => crate::store::cli::show_cmd(store, &what),
         Cmd::Doctor => not_yet("`nightshift doctor`", 5),
-        Cmd::Bench { what, runs } => match what.as_str() {
+        Cmd::Bench {
+            what,
+            runs,
+            size_mb,
+        } => match what.as_str() {
             "engine" => crate::bench::engine(runs),
             "store" => crate::store::cli::bench(runs),
+            "parse" => match crate::parse::bench::run(size_mb, &mut std::io::stdout()) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    1
+                }
+            },
             other => {
-                eprintln!("error: unknown benchmark `{other}` (expected engine or store)");
+                eprintln!("error: unknown benchmark `{other}` (expected engine, store or parse)");
                 2
             }
         },
