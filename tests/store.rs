@@ -116,14 +116,14 @@ fn check_invariants(store: &Path, reruns: bool) {
 #[test]
 fn crash_loop_loses_nothing() {
     let tmp = tempfile::tempdir().unwrap();
-    let commits: Vec<(String, &str)> = (0..6).map(|i| (format!("c{i:07x}"), "")).collect();
+    let commits: Vec<(String, &str)> = (0..12).map(|i| (format!("c{i:07x}"), "")).collect();
     let refs: Vec<(&str, &str)> = commits.iter().map(|(c, e)| (c.as_str(), *e)).collect();
     let plan = write_plan(tmp.path(), &plan_text(&refs));
     let store = tmp.path().join("store");
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(6);
     let mut kills = 0;
     for _ in 0..40 {
-        let mut child = cmd(&plan, &store, "2000", &[])
+        let mut child = cmd(&plan, &store, "400", &[])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -146,7 +146,7 @@ fn crash_loop_loses_nothing() {
     assert!(code == 0, "final run: {code}\n{out}\n{err}");
     check_invariants(&store, false);
     let s = Store::open(&store, false).unwrap();
-    assert_eq!(s.docs().len(), 18);
+    assert_eq!(s.docs().len(), 36);
     assert!(s.life() > 20);
 }
 
