@@ -55,7 +55,7 @@ pub enum Cmd {
         log_dir: Option<PathBuf>,
     },
     /// The TUI on a simulated sweep of the example plan (no Docker or GPU needed).
-    Demo,
+    Demo(crate::tui::DemoArgs),
     /// Plan files: check, show, import.
     Plan {
         #[command(subcommand)]
@@ -84,7 +84,7 @@ pub enum Cmd {
     Show { what: String },
     /// Check this machine can run a sweep.
     Doctor,
-    /// Benchmarks: `engine` (sim at max speed) or `parse`.
+    /// Benchmarks: `engine` (sim at max speed) or `tui` (frame times; try --runs 1000).
     Bench {
         what: String,
         /// Runs for the engine benchmark.
@@ -158,9 +158,6 @@ pub fn run(cli: Cli) -> i32 {
             seed,
             log_dir,
         } => {
-            if !headless {
-                return not_yet("the TUI (`run` without --headless)", 7);
-            }
             if runtime == RuntimeKind::Docker {
                 return not_yet("the Docker runtime (--runtime docker)", 5);
             }
@@ -179,9 +176,12 @@ pub fn run(cli: Cli) -> i32 {
                 Err(code) => return code,
             };
             let rt: Arc<dyn Runtime> = Arc::new(SimRuntime::new(speed));
+            if !headless {
+                return crate::tui::run_plan(plan, rt, gpus.unwrap_or(8), seed, log_dir);
+            }
             run_headless(plan, rt, gpus.unwrap_or(8), seed, log_dir)
         }
-        Cmd::Demo => not_yet("`nightshift demo` (the TUI)", 7),
+        Cmd::Demo(args) => crate::tui::demo(args),
         Cmd::Parse { files, json } => {
             if files.is_empty() {
                 eprintln!("error: parse needs at least one FILE");
@@ -201,8 +201,9 @@ pub fn run(cli: Cli) -> i32 {
         Cmd::Doctor => not_yet("`nightshift doctor`", 5),
         Cmd::Bench { what, runs } => match what.as_str() {
             "engine" => crate::bench::engine(runs),
+            "tui" => crate::tui::bench::run(runs.min(100_000)),
             other => {
-                eprintln!("error: unknown benchmark `{other}` (expected engine)");
+                eprintln!("error: unknown benchmark `{other}` (expected engine or tui)");
                 2
             }
         },

@@ -17,3 +17,4 @@ pub mod policy;
 pub mod runtime;
 pub mod scheduler;
 pub mod state;
+pub mod tui;
