@@ -519,7 +519,7 @@ impl App {
         let f = &self.results;
         let text = f.text.as_ref().map(|t| t.to_lowercase());
         let model = f.model.as_ref().map(|t| t.to_lowercase());
-        let mut rows: Vec<RunId> = self
+        let rows: Vec<RunId> = self
             .plan
             .runs
             .iter()
@@ -541,14 +541,10 @@ impl App {
             .map(|s| s.id)
             .collect();
         let col = f.sort_col;
-        rows.sort_by(|a, b| {
-            let o = self.sort_key(*a, col).cmp_to(&self.sort_key(*b, col));
-            o.then(a.cmp(b))
-        });
-        if f.reverse {
-            rows.reverse();
-        }
-        rows
+        let mut keyed: Vec<(SortKey, RunId)> =
+            rows.into_iter().map(|r| (self.sort_key(r, col), r)).collect();
+        keyed.sort_by(|(ka, a), (kb, b)| ka.cmp_to(kb, f.reverse).then(a.cmp(b)));
+        keyed.into_iter().map(|(_, r)| r).collect()
     }
 
     fn sort_key(&self, run: RunId, col: usize) -> SortKey {
@@ -1045,14 +1041,15 @@ enum SortKey {
 }
 
 impl SortKey {
-    fn cmp_to(&self, o: &SortKey) -> std::cmp::Ordering {
+    /// Missing values sort last in either direction.
+    fn cmp_to(&self, o: &SortKey, reverse: bool) -> std::cmp::Ordering {
         use std::cmp::Ordering::*;
+        let dir = |x: std::cmp::Ordering| if reverse { x.reverse() } else { x };
         match (self, o) {
-            (SortKey::Text(a), SortKey::Text(b)) => a.cmp(b),
-            (SortKey::Num(a), SortKey::Num(b)) => a.total_cmp(b),
-            // Missing values sort last.
+            (SortKey::Text(a), SortKey::Text(b)) => dir(a.cmp(b)),
+            (SortKey::Num(a), SortKey::Num(b)) => dir(a.total_cmp(b)),
             (SortKey::Opt(a), SortKey::Opt(b)) => match (a, b) {
-                (Some(a), Some(b)) => a.total_cmp(b),
+                (Some(a), Some(b)) => dir(a.total_cmp(b)),
                 (Some(_), None) => Less,
                 (None, Some(_)) => Greater,
                 (None, None) => Equal,

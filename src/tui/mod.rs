@@ -14,6 +14,8 @@ pub mod keymap;
 pub mod terminal;
 pub mod theme;
 pub mod views;
+#[cfg(test)]
+mod tests;
 
 use crate::engine::observer::ChannelObserver;
 use crate::engine::{CommandSender, Engine, EngineOptions};

@@ -121,9 +121,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     }
     // Metrics with deltas.
     let base = app.baseline_of.get(run.0 as usize).copied().flatten();
+    let kw = w.saturating_sub(33).clamp(8, 28);
     if !r.metrics.is_empty() {
         lines.push(Line::from(Span::styled(
-            format!("{:<28}{:>12}{:>12}{:>9}", "metric", "value", "baseline", "Δ"),
+            format!("{:<kw$}{:>12}{:>12}{:>9}", "metric", "value", "baseline", "Δ"),
             t.dim(),
         )));
     }
@@ -145,7 +146,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             _ => ("-".into(), String::new(), t.dim()),
         };
         lines.push(Line::from(vec![
-            Span::styled(format!("{:<28}{:>12}", fit(k, 27), fmt_num(*v)), t.text()),
+            Span::styled(format!("{:<kw$}{:>12}", fit(k, kw - 1), fmt_num(*v)), t.text()),
             Span::styled(format!("{bs:>12}"), t.dim()),
             Span::styled(format!("{ds:>9}"), dstyle),
         ]));

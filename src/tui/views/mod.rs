@@ -161,6 +161,19 @@ pub(crate) fn fmt_dur(ms: u64) -> String {
     }
 }
 
+/// The commit's title, or what the plan knows about it when the title is empty.
+pub(crate) fn title_of(c: &crate::plan::CommitSpec) -> String {
+    if !c.title.trim().is_empty() {
+        return c.title.clone();
+    }
+    let kind = c.kind().map(crate::runtime::sim::kind_label).unwrap_or("");
+    match (&c.notes, kind) {
+        (Some(n), "") => n.clone(),
+        (Some(n), k) => format!("{k} · {n}"),
+        (None, k) => k.to_string(),
+    }
+}
+
 /// Truncate to `w` columns with an ellipsis.
 pub(crate) fn fit(s: &str, w: usize) -> String {
     if s.chars().count() <= w {

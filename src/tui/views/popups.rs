@@ -83,7 +83,7 @@ fn detail(f: &mut Frame, app: &App, area: Rect, run: crate::model::RunId) {
         ])
     };
     let mut lines = vec![
-        Line::from(Span::styled(c.title.clone(), t.text().add_modifier(Modifier::BOLD))),
+        Line::from(Span::styled(super::title_of(c), t.text().add_modifier(Modifier::BOLD))),
         kv("run", format!("{run} {}", spec.key)),
         kv("commit", c.commit.clone()),
         kv("parent", c.parent.clone().unwrap_or_else(|| "-".into())),

@@ -1,7 +1,7 @@
 //! The commit queue: a row per commit, a cell per variant with a state glyph and the
 //! headline metric.
 
-use super::{block, fit, fmt_num};
+use super::{block, fit, fmt_num, title_of};
 use crate::model::{Outcome, RunState};
 use crate::tui::app::{headline, App};
 use crate::tui::theme::Theme;
@@ -55,12 +55,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
         return;
     }
     let cells_w = CELL_W * app.variants.len();
-    let fixed = 9 + cells_w;
+    let fixed = 10 + cells_w;
     let free = (inner.width as usize).saturating_sub(fixed);
     let model_w = if free > 40 { 18.min(free / 3) } else { 0 };
     let title_w = free.saturating_sub(model_w + if model_w > 0 { 1 } else { 0 });
     // Header row.
-    let mut head = vec![Span::styled(format!("{:<9}", "commit"), t.dim())];
+    let mut head = vec![Span::styled(format!(" {:<9}", "commit"), t.dim())];
     head.push(Span::styled(format!("{:<w$}", "title", w = title_w), t.dim()));
     if model_w > 0 {
         head.push(Span::styled(format!(" {:<w$}", "model", w = model_w), t.dim()));
@@ -100,8 +100,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
         let marker = if sel_row { "▌" } else { " " };
         let mut spans = vec![
             Span::styled(marker, Style::default().fg(t.accent)),
-            Span::styled(format!("{:<8}", fit(c.short(), 8)), row_style),
-            Span::styled(format!("{:<w$}", fit(&c.title, title_w), w = title_w), row_style),
+            Span::styled(format!("{:<9}", fit(c.short(), 8)), row_style),
+            Span::styled(format!("{:<w$}", fit(&title_of(c), title_w), w = title_w), row_style),
         ];
         if model_w > 0 {
             let m = c.model.as_deref().unwrap_or("-");

@@ -91,7 +91,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             Cell::from(head),
             Cell::from(delta),
             Cell::from(rec.attempt.to_string()),
-            Cell::from(c.title.clone()),
+            Cell::from(super::title_of(c)),
         ]);
         if i == sel {
             row.style(t.selected())
