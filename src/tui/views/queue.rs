@@ -125,7 +125,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
                         }
                         _ => String::new(),
                     };
-                    format!("{:<w$}", fit(&format!(" {} {metric}", glyph(&r.state)), CELL_W), w = CELL_W)
+                    // A marker besides the colour, so the selection reads without colour.
+                    let mark = if sel_row && vi == app.sel_variant { "▸" } else { " " };
+                    format!("{:<w$}", fit(&format!("{mark}{} {metric}", glyph(&r.state)), CELL_W), w = CELL_W)
                 }
             };
             let mut style = cell
