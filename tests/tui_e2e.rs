@@ -77,16 +77,34 @@ fn demo_in_tmux() {
     let shell = format!(
         "cd {d} && XDG_CONFIG_HOME={d} {bin} demo --speed 20 --log-dir {d}/logs; echo EXITED:$?; sleep 120"
     );
-    t.cmd(&["new-session", "-d", "-s", "e2e", "-x", "160", "-y", "48", &shell]);
+    t.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "e2e",
+        "-x",
+        "160",
+        "-y",
+        "48",
+        &shell,
+    ]);
 
     // The queue is visible.
-    let s = t.wait("the queue", |s| s.contains("queue · 95 commits") && s.contains("baseline"));
+    let s = t.wait("the queue", |s| {
+        s.contains("queue · 95 commits") && s.contains("baseline")
+    });
     assert!(s.contains("nightshift"), "{s}");
-    assert_eq!(t.cmd(&["display-message", "-p", "-t", "e2e", "#{alternate_on}"]).trim(), "1");
+    assert_eq!(
+        t.cmd(&["display-message", "-p", "-t", "e2e", "#{alternate_on}"])
+            .trim(),
+        "1"
+    );
 
     // ? opens help, esc closes it.
     t.keys(&["?"]);
-    t.wait("help", |s| s.contains("help · keys") && s.contains("skip the selected run"));
+    t.wait("help", |s| {
+        s.contains("help · keys") && s.contains("skip the selected run")
+    });
     t.keys(&["Escape"]);
     t.wait("help closed", |s| !s.contains("help · keys"));
 
@@ -108,7 +126,9 @@ fn demo_in_tmux() {
 
     // / finds a line in the log of a running run.
     t.keys(&["Escape"]);
-    t.wait("a container log line", |s| s.contains("[docker] container ns-"));
+    t.wait("a container log line", |s| {
+        s.contains("[docker] container ns-")
+    });
     t.keys(&["/"]);
     t.literal("created on GPUs");
     t.keys(&["Enter"]);
@@ -118,10 +138,19 @@ fn demo_in_tmux() {
 
     // q asks (runs are active), y quits, the terminal is restored.
     t.keys(&["q"]);
-    t.wait("quit confirmation", |s| s.contains("quit?") || s.contains("EXITED:0"));
+    t.wait("quit confirmation", |s| {
+        s.contains("quit?") || s.contains("EXITED:0")
+    });
     t.keys(&["y"]);
     let s = t.wait("exit", |s| s.contains("EXITED:0"));
     assert!(s.contains("runs done"), "{s}");
-    assert!(!s.contains("queue · 95 commits"), "alternate screen left: {s}");
-    assert_eq!(t.cmd(&["display-message", "-p", "-t", "e2e", "#{alternate_on}"]).trim(), "0");
+    assert!(
+        !s.contains("queue · 95 commits"),
+        "alternate screen left: {s}"
+    );
+    assert_eq!(
+        t.cmd(&["display-message", "-p", "-t", "e2e", "#{alternate_on}"])
+            .trim(),
+        "0"
+    );
 }

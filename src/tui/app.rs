@@ -128,22 +128,30 @@ impl StatusFilter {
         }
     }
     pub fn matches(self, s: &RunState) -> bool {
-        match (self, s) {
-            (StatusFilter::Queued, RunState::Queued) => true,
-            (StatusFilter::Active, RunState::Active { .. }) => true,
-            (StatusFilter::Held, RunState::Held { .. }) => true,
-            (StatusFilter::Success, RunState::Finished { outcome: Outcome::Success }) => true,
-            (StatusFilter::Failed, RunState::Finished { outcome: Outcome::Failed { .. } }) => {
-                true
-            }
-            (
-                StatusFilter::Skipped,
-                RunState::Finished {
-                    outcome: Outcome::Skipped { .. } | Outcome::Cancelled,
-                },
-            ) => true,
-            _ => false,
-        }
+        matches!(
+            (self, s),
+            (StatusFilter::Queued, RunState::Queued)
+                | (StatusFilter::Active, RunState::Active { .. })
+                | (StatusFilter::Held, RunState::Held { .. })
+                | (
+                    StatusFilter::Success,
+                    RunState::Finished {
+                        outcome: Outcome::Success
+                    }
+                )
+                | (
+                    StatusFilter::Failed,
+                    RunState::Finished {
+                        outcome: Outcome::Failed { .. }
+                    }
+                )
+                | (
+                    StatusFilter::Skipped,
+                    RunState::Finished {
+                        outcome: Outcome::Skipped { .. } | Outcome::Cancelled
+                    }
+                )
+        )
     }
 }
 
@@ -452,7 +460,11 @@ impl App {
                 self.gpu_source = GpuSource::Nvml;
                 let holders = super::gpu::holders(&self.state, samples.len() as u32);
                 for (mut s, _pids) in samples {
-                    s.run = holders.get(s.index as usize).copied().flatten().map(|h| h.0);
+                    s.run = holders
+                        .get(s.index as usize)
+                        .copied()
+                        .flatten()
+                        .map(|h| h.0);
                     self.push_gpu(s);
                 }
             }
@@ -527,10 +539,11 @@ impl App {
                 let r = self.state.run(spec.id);
                 let c = self.plan.commit_of(spec);
                 f.status.is_none_or(|s| s.matches(&r.state))
-                    && f.category.is_none_or(|cat| run_category(&r.state, r.finding.as_ref()) == Some(cat))
-                    && model.as_ref().is_none_or(|m| {
-                        c.model.as_deref().unwrap_or("").to_lowercase().contains(m)
-                    })
+                    && f.category
+                        .is_none_or(|cat| run_category(&r.state, r.finding.as_ref()) == Some(cat))
+                    && model
+                        .as_ref()
+                        .is_none_or(|m| c.model.as_deref().unwrap_or("").to_lowercase().contains(m))
                     && text.as_ref().is_none_or(|t| {
                         spec.key.to_lowercase().contains(t)
                             || c.title.to_lowercase().contains(t)
@@ -541,8 +554,10 @@ impl App {
             .map(|s| s.id)
             .collect();
         let col = f.sort_col;
-        let mut keyed: Vec<(SortKey, RunId)> =
-            rows.into_iter().map(|r| (self.sort_key(r, col), r)).collect();
+        let mut keyed: Vec<(SortKey, RunId)> = rows
+            .into_iter()
+            .map(|r| (self.sort_key(r, col), r))
+            .collect();
         keyed.sort_by(|(ka, a), (kb, b)| ka.cmp_to(kb, f.reverse).then(a.cmp(b)));
         keyed.into_iter().map(|(_, r)| r).collect()
     }
@@ -594,11 +609,8 @@ impl App {
                         InputKind::Command => self.run_command_line(&text),
                     };
                 }
-                KeyCode::Backspace => {
-                    if input.text.pop().is_none() {
-                        self.input = None;
-                    }
-                }
+                KeyCode::Backspace if input.text.pop().is_none() => self.input = None,
+                KeyCode::Backspace => {}
                 KeyCode::Char(c) if !key.ctrl => input.text.push(c),
                 _ => {}
             }
@@ -941,10 +953,15 @@ impl App {
             .search_at
             .unwrap_or(len.saturating_sub(1 + self.log_scroll));
         let hit = if forward {
-            (start + 1..len).chain(0..=start.min(len - 1)).find(|&i| find_all(&lines[i].text, &q).next().is_some())
+            (start + 1..len)
+                .chain(0..=start.min(len - 1))
+                .find(|&i| find_all(&lines[i].text, &q).next().is_some())
         } else {
             let from = if self.search_at.is_some() { start } else { len };
-            (0..from).rev().chain((from..len).rev()).find(|&i| find_all(&lines[i].text, &q).next().is_some())
+            (0..from)
+                .rev()
+                .chain((from..len).rev())
+                .find(|&i| find_all(&lines[i].text, &q).next().is_some())
         };
         match hit {
             Some(i) => {
@@ -977,7 +994,12 @@ impl App {
             "sweep" | "1" => self.view = View::Sweep,
             "logs" | "2" => self.view = View::Logs,
             "results" | "3" => self.view = View::Results,
-            "theme" => match Theme::load(&arg, super::config::config_dir().map(|d| d.join("themes")).as_deref()) {
+            "theme" => match Theme::load(
+                &arg,
+                super::config::config_dir()
+                    .map(|d| d.join("themes"))
+                    .as_deref(),
+            ) {
                 Ok(t) => {
                     self.theme = if self.theme.mono { t.monochrome() } else { t };
                 }
@@ -992,9 +1014,7 @@ impl App {
                     self.results.sort_col = i;
                     self.view = View::Results;
                 }
-                None => {
-                    self.toast = Some(format!("columns: {}", RESULT_COLUMNS.join(", ")))
-                }
+                None => self.toast = Some(format!("columns: {}", RESULT_COLUMNS.join(", "))),
             },
             "filter" => {
                 self.view = View::Results;
@@ -1078,8 +1098,7 @@ pub fn headline(metrics: &BTreeMap<String, f64>) -> Option<(&'static str, f64)> 
         "input_throughput_tok_s",
         "ttft_mean_ms",
     ];
-    KEYS.iter()
-        .find_map(|k| metrics.get(*k).map(|v| (*k, *v)))
+    KEYS.iter().find_map(|k| metrics.get(*k).map(|v| (*k, *v)))
 }
 
 /// Byte ranges of `q` in `s`; smart case (case-insensitive unless `q` has capitals).

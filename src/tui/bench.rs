@@ -22,14 +22,28 @@ fn env(seq: u64, at_ms: u64, event: Event) -> Envelope {
 pub fn busy_app(runs: usize, lines: usize) -> App {
     let plan = Arc::new(crate::bench::synthetic_plan(runs));
     let n = plan.runs.len();
-    let mut app = App::new(plan, 8, Theme::builtin("dark").expect("theme"), KeyMap::default());
+    let mut app = App::new(
+        plan,
+        8,
+        Theme::builtin("dark").expect("theme"),
+        KeyMap::default(),
+    );
     let mut seq = 0;
     let mut at = 1_000_000u64;
     let mut push = |app: &mut App, e: Event, at: u64| {
         seq += 1;
         app.on_envelope(&env(seq, at, e));
     };
-    push(&mut app, Event::SweepStarted { name: "bench".into(), runs: n, gpus: 8, runtime: "sim".into() }, at);
+    push(
+        &mut app,
+        Event::SweepStarted {
+            name: "bench".into(),
+            runs: n,
+            gpus: 8,
+            runtime: "sim".into(),
+        },
+        at,
+    );
     let mut active = Vec::new();
     for i in 0..n {
         let run = RunId(i as u32);
@@ -38,29 +52,90 @@ pub fn busy_app(runs: usize, lines: usize) -> App {
         }
         at += 1000;
         let gpus = vec![(i % 8) as u32];
-        push(&mut app, Event::State { run, attempt: 1, from: RunState::Queued, to: RunState::Active { stage: Stage::PreparingImage }, detail: None, gpus }, at);
+        push(
+            &mut app,
+            Event::State {
+                run,
+                attempt: 1,
+                from: RunState::Queued,
+                to: RunState::Active {
+                    stage: Stage::PreparingImage,
+                },
+                detail: None,
+                gpus,
+            },
+            at,
+        );
         if active.len() < 8 && i > n / 2 {
             active.push(run);
             continue;
         }
         let to = match i % 7 {
-            0 => RunState::Held { category: crate::category::Category::CudaOom },
-            1 => RunState::Finished { outcome: Outcome::Failed { category: crate::category::Category::BrokenPipe } },
-            _ => RunState::Finished { outcome: Outcome::Success },
+            0 => RunState::Held {
+                category: crate::category::Category::CudaOom,
+            },
+            1 => RunState::Finished {
+                outcome: Outcome::Failed {
+                    category: crate::category::Category::BrokenPipe,
+                },
+            },
+            _ => RunState::Finished {
+                outcome: Outcome::Success,
+            },
         };
-        push(&mut app, Event::Metric { run, attempt: 1, key: "output_throughput_tok_s".into(), value: 1000.0 + i as f64 }, at);
-        push(&mut app, Event::State { run, attempt: 1, from: RunState::Active { stage: Stage::PreparingImage }, to, detail: None, gpus: vec![] }, at + 500);
+        push(
+            &mut app,
+            Event::Metric {
+                run,
+                attempt: 1,
+                key: "output_throughput_tok_s".into(),
+                value: 1000.0 + i as f64,
+            },
+            at,
+        );
+        push(
+            &mut app,
+            Event::State {
+                run,
+                attempt: 1,
+                from: RunState::Active {
+                    stage: Stage::PreparingImage,
+                },
+                to,
+                detail: None,
+                gpus: vec![],
+            },
+            at + 500,
+        );
     }
     let targets: Vec<RunId> = (0..n as u32).map(RunId).collect();
     for l in 0..lines {
-        let run = if l % 2 == 0 { active[l / 2 % active.len().max(1)] } else { targets[l % targets.len()] };
-        let stream = if l % 3 == 0 { Stream::Bench } else { Stream::Server };
+        let run = if l % 2 == 0 {
+            active[l / 2 % active.len().max(1)]
+        } else {
+            targets[l % targets.len()]
+        };
+        let stream = if l % 3 == 0 {
+            Stream::Bench
+        } else {
+            Stream::Server
+        };
         let text = if l % 997 == 0 {
             format!("ERROR 11-23 01:02:03 engine.py:{l}] CUDA error: out of memory (line {l})")
         } else {
             format!("INFO 11-23 01:02:03 metrics.py:{l}] Avg prompt throughput: {} tokens/s, Running: 8 reqs", l % 5000)
         };
-        push(&mut app, Event::Log { run, attempt: 1, stream, pipe: Pipe::Stderr, line: text }, at);
+        push(
+            &mut app,
+            Event::Log {
+                run,
+                attempt: 1,
+                stream,
+                pipe: Pipe::Stderr,
+                line: text,
+            },
+            at,
+        );
     }
     app.now_ms = at + 60_000;
     app.sim_gpu_tick();
@@ -94,16 +169,25 @@ pub fn run(runs: usize) -> i32 {
     );
     let mut term = Terminal::new(TestBackend::new(160, 48)).expect("terminal");
     for (name, setup) in [
-        ("sweep", Box::new(|a: &mut App| a.view = View::Sweep) as Box<dyn Fn(&mut App)>),
-        ("sweep+search", Box::new(|a: &mut App| {
-            a.view = View::Sweep;
-            a.search = Some("out of memory".into());
-        })),
+        (
+            "sweep",
+            Box::new(|a: &mut App| a.view = View::Sweep) as Box<dyn Fn(&mut App)>,
+        ),
+        (
+            "sweep+search",
+            Box::new(|a: &mut App| {
+                a.view = View::Sweep;
+                a.search = Some("out of memory".into());
+            }),
+        ),
         ("logs", Box::new(|a: &mut App| a.view = View::Logs)),
-        ("results", Box::new(|a: &mut App| {
-            a.search = None;
-            a.view = View::Results;
-        })),
+        (
+            "results",
+            Box::new(|a: &mut App| {
+                a.search = None;
+                a.view = View::Results;
+            }),
+        ),
     ] {
         setup(&mut app);
         let mut times = Vec::new();
@@ -120,7 +204,11 @@ pub fn run(runs: usize) -> i32 {
         println!("  {name:<13} frame p50 {p50:.3} ms  p99 {p99:.3} ms  (300 frames, 160×48)");
     }
     if let Some(k) = rss_kib("VmRSS:") {
-        println!("  RSS          {:.1} MiB (peak {:.1} MiB)", k as f64 / 1024.0, rss_kib("VmHWM:").unwrap_or(k) as f64 / 1024.0);
+        println!(
+            "  RSS          {:.1} MiB (peak {:.1} MiB)",
+            k as f64 / 1024.0,
+            rss_kib("VmHWM:").unwrap_or(k) as f64 / 1024.0
+        );
     }
     0
 }

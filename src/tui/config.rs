@@ -99,8 +99,10 @@ mod tests {
 
     #[test]
     fn parses_overrides_and_clamps() {
-        let c = Config::parse("theme = \"light\"\nrefresh_ms = 1\n[keys]\nskip = \"x\"\nquit = [\"q\", \"Q\"]\n")
-            .unwrap();
+        let c = Config::parse(
+            "theme = \"light\"\nrefresh_ms = 1\n[keys]\nskip = \"x\"\nquit = [\"q\", \"Q\"]\n",
+        )
+        .unwrap();
         assert_eq!(c.theme.as_deref(), Some("light"));
         assert_eq!(c.refresh_ms, 16);
         assert_eq!(c.key_overrides()["quit"], vec!["q", "Q"]);

@@ -30,11 +30,15 @@ pub fn csv(app: &App) -> String {
             csv_field(&spec.variant.to_string()),
             csv_field(c.model.as_deref().unwrap_or("")),
             csv_field(&r.state.label()),
-            run_category(&r.state, r.finding.as_ref()).map(|c| c.to_string()).unwrap_or_default(),
+            run_category(&r.state, r.finding.as_ref())
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
             r.attempt,
             hk,
             hv,
-            app.delta_pct(spec.id).map(|d| format!("{d:.2}")).unwrap_or_default(),
+            app.delta_pct(spec.id)
+                .map(|d| format!("{d:.2}"))
+                .unwrap_or_default(),
             csv_field(&c.title),
         );
     }
@@ -70,7 +74,11 @@ pub fn json(app: &App) -> serde_json::Value {
 /// Write `<base>.csv` and `<base>.json`; `base` defaults to `nightshift-<sweep>-results`.
 pub fn write(app: &App, base: Option<&str>) -> anyhow::Result<(PathBuf, PathBuf)> {
     let base = base
-        .map(|b| b.trim_end_matches(".csv").trim_end_matches(".json").to_string())
+        .map(|b| {
+            b.trim_end_matches(".csv")
+                .trim_end_matches(".json")
+                .to_string()
+        })
         .unwrap_or_else(|| format!("nightshift-{}-results", app.plan.name));
     let csv_p = Path::new(&format!("{base}.csv")).to_path_buf();
     let json_p = Path::new(&format!("{base}.json")).to_path_buf();

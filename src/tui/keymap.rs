@@ -175,40 +175,154 @@ impl Default for KeyMap {
         let (run, nav, logs, res, gen) = ("run", "navigate", "logs", "results", "general");
         KeyMap {
             bindings: vec![
-                b(&[c('f')], ApplyFix, run, "apply the suggested fix and retry", Some("fix")),
-                b(&[c('r')], Retry, run, "retry the selected run", Some("retry")),
+                b(
+                    &[c('f')],
+                    ApplyFix,
+                    run,
+                    "apply the suggested fix and retry",
+                    Some("fix"),
+                ),
+                b(
+                    &[c('r')],
+                    Retry,
+                    run,
+                    "retry the selected run",
+                    Some("retry"),
+                ),
                 b(&[c('s')], Skip, run, "skip the selected run", Some("skip")),
-                b(&[c('S')], SkipCategory, run, "skip every queued run of this failure category", None),
-                b(&[c('p'), c(' ')], PauseResume, run, "pause / resume the queue", Some("pause")),
-                b(&[c('c')], Cancel, run, "cancel the selected run (asks first)", None),
-                b(&[c('o')], OpenPager, run, "open the full log in $PAGER", None),
+                b(
+                    &[c('S')],
+                    SkipCategory,
+                    run,
+                    "skip every queued run of this failure category",
+                    None,
+                ),
+                b(
+                    &[c('p'), c(' ')],
+                    PauseResume,
+                    run,
+                    "pause / resume the queue",
+                    Some("pause"),
+                ),
+                b(
+                    &[c('c')],
+                    Cancel,
+                    run,
+                    "cancel the selected run (asks first)",
+                    None,
+                ),
+                b(
+                    &[c('o')],
+                    OpenPager,
+                    run,
+                    "open the full log in $PAGER",
+                    None,
+                ),
                 b(&[c('j'), k(K::Down)], Down, nav, "down", None),
                 b(&[c('k'), k(K::Up)], Up, nav, "up", None),
-                b(&[c('h'), k(K::Left)], Left, nav, "previous variant / sort column", None),
-                b(&[c('l'), k(K::Right)], Right, nav, "next variant / sort column", None),
+                b(
+                    &[c('h'), k(K::Left)],
+                    Left,
+                    nav,
+                    "previous variant / sort column",
+                    None,
+                ),
+                b(
+                    &[c('l'), k(K::Right)],
+                    Right,
+                    nav,
+                    "next variant / sort column",
+                    None,
+                ),
                 b(&[c('g'), k(K::Home)], Top, nav, "first", None),
-                b(&[c('G'), k(K::End)], Bottom, nav, "last (logs: follow)", None),
+                b(
+                    &[c('G'), k(K::End)],
+                    Bottom,
+                    nav,
+                    "last (logs: follow)",
+                    None,
+                ),
                 b(&[k(K::PageUp)], PageUp, nav, "page up", None),
                 b(&[k(K::PageDown)], PageDown, nav, "page down", None),
-                b(&[k(K::Enter)], Enter, nav, "details of the selected run", Some("details")),
-                b(&[k(K::Tab)], NextPane, nav, "next pane (queue / logs)", None),
-                b(&[c('1')], View(1), nav, "view: sweep (queue, active run, GPUs, logs)", None),
+                b(
+                    &[k(K::Enter)],
+                    Enter,
+                    nav,
+                    "details of the selected run",
+                    Some("details"),
+                ),
+                b(
+                    &[k(K::Tab)],
+                    NextPane,
+                    nav,
+                    "next pane (queue / logs)",
+                    None,
+                ),
+                b(
+                    &[c('1')],
+                    View(1),
+                    nav,
+                    "view: sweep (queue, active run, GPUs, logs)",
+                    None,
+                ),
                 b(&[c('2')], View(2), nav, "view: logs", None),
                 b(&[c('3')], View(3), nav, "view: results", None),
-                b(&[k(K::Esc)], Back, nav, "back / close / follow the newest run again", None),
-                b(&[c('/')], Search, logs, "search the log (results: filter)", Some("search")),
+                b(
+                    &[k(K::Esc)],
+                    Back,
+                    nav,
+                    "back / close / follow the newest run again",
+                    None,
+                ),
+                b(
+                    &[c('/')],
+                    Search,
+                    logs,
+                    "search the log (results: filter)",
+                    Some("search"),
+                ),
                 b(&[c('n')], SearchNext, logs, "next match", None),
                 b(&[c('N')], SearchPrev, logs, "previous match", None),
                 b(&[c('F')], Follow, logs, "follow mode on/off", None),
                 b(&[c('b')], LogTab, logs, "server / benchmark log tab", None),
-                b(&[c('<'), c('>')], SortNext, res, "sort by the next column", None),
+                b(
+                    &[c('<'), c('>')],
+                    SortNext,
+                    res,
+                    "sort by the next column",
+                    None,
+                ),
                 b(&[c('i')], SortReverse, res, "reverse the sort order", None),
-                b(&[c('x')], FilterStatus, res, "filter by status (cycle)", None),
+                b(
+                    &[c('x')],
+                    FilterStatus,
+                    res,
+                    "filter by status (cycle)",
+                    None,
+                ),
                 b(&[c('?')], Help, gen, "this help", Some("help")),
-                b(&[c(':')], CommandLine, gen, "command line (:help lists commands)", Some("cmd")),
+                b(
+                    &[c(':')],
+                    CommandLine,
+                    gen,
+                    "command line (:help lists commands)",
+                    Some("cmd"),
+                ),
                 b(&[c('e')], Export, gen, "export results (CSV + JSON)", None),
                 b(&[c('t')], CycleTheme, gen, "cycle theme", None),
-                b(&[c('q'), Key { code: K::Char('c'), ctrl: true }], Quit, gen, "quit (asks while runs are active; resume later)", Some("quit")),
+                b(
+                    &[
+                        c('q'),
+                        Key {
+                            code: K::Char('c'),
+                            ctrl: true,
+                        },
+                    ],
+                    Quit,
+                    gen,
+                    "quit (asks while runs are active; resume later)",
+                    Some("quit"),
+                ),
             ],
         }
     }
@@ -245,7 +359,8 @@ impl KeyMap {
             };
             let mut parsed = Vec::new();
             for k in keys {
-                parsed.push(Key::parse(k).ok_or_else(|| format!("unknown key `{k}` for `{name}`"))?);
+                parsed
+                    .push(Key::parse(k).ok_or_else(|| format!("unknown key `{k}` for `{name}`"))?);
             }
             for b in &mut self.bindings {
                 b.keys.retain(|k| !parsed.contains(k));

@@ -12,10 +12,10 @@ pub mod export;
 pub mod gpu;
 pub mod keymap;
 pub mod terminal;
-pub mod theme;
-pub mod views;
 #[cfg(test)]
 mod tests;
+pub mod theme;
+pub mod views;
 
 use crate::engine::observer::ChannelObserver;
 use crate::engine::{CommandSender, Engine, EngineOptions};
@@ -88,7 +88,11 @@ impl TuiOptions {
         let cfg = config::Config::load(config)?;
         let name = theme
             .map(str::to_string)
-            .or_else(|| std::env::var("NIGHTSHIFT_THEME").ok().filter(|s| !s.is_empty()))
+            .or_else(|| {
+                std::env::var("NIGHTSHIFT_THEME")
+                    .ok()
+                    .filter(|s| !s.is_empty())
+            })
             .or(cfg.theme.clone())
             .unwrap_or_else(|| "dark".into());
         let themes_dir = config
@@ -129,18 +133,28 @@ pub fn demo(args: DemoArgs) -> i32 {
             return 2;
         }
     };
-    let log_dir = args
-        .log_dir
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("nightshift-demo-{}", std::process::id())));
-    let opts = match TuiOptions::load(args.theme.as_deref(), args.config.as_deref(), true, Some(log_dir)) {
+    let log_dir = args.log_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("nightshift-demo-{}", std::process::id()))
+    });
+    let opts = match TuiOptions::load(
+        args.theme.as_deref(),
+        args.config.as_deref(),
+        true,
+        Some(log_dir),
+    ) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e:#}");
             return 2;
         }
     };
-    start(Arc::new(example_plan()), Arc::new(SimRuntime::new(speed)), args.gpus, args.seed, opts)
+    start(
+        Arc::new(example_plan()),
+        Arc::new(SimRuntime::new(speed)),
+        args.gpus,
+        args.seed,
+        opts,
+    )
 }
 
 /// `nightshift run PLAN` without `--headless`.
@@ -169,7 +183,13 @@ pub fn run_plan(
     start(plan, runtime, gpus, seed, opts)
 }
 
-fn start(plan: Arc<Plan>, runtime: Arc<dyn Runtime>, gpus: u32, seed: u64, opts: TuiOptions) -> i32 {
+fn start(
+    plan: Arc<Plan>,
+    runtime: Arc<dyn Runtime>,
+    gpus: u32,
+    seed: u64,
+    opts: TuiOptions,
+) -> i32 {
     if !std::io::stdout().is_terminal() {
         eprintln!("error: the TUI needs a terminal (use `nightshift run --headless` for logs)");
         return 2;
@@ -222,7 +242,10 @@ pub async fn run_tui(
     engine.observe(Box::new(ChannelObserver(tx)));
     if let Some(dir) = &opts.log_dir {
         let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
-        engine.observe(Box::new(crate::engine::logs::LogWriter::new(dir.clone(), keys)));
+        engine.observe(Box::new(crate::engine::logs::LogWriter::new(
+            dir.clone(),
+            keys,
+        )));
     }
     let mut app = App::new(plan.clone(), 8, opts.theme.clone(), opts.keymap.clone());
     app.log_dir = opts.log_dir.clone();
@@ -244,7 +267,10 @@ pub async fn run_tui(
     #[cfg(unix)]
     let (mut sigterm, mut sighup) = {
         use tokio::signal::unix::{signal, SignalKind};
-        (signal(SignalKind::terminate())?, signal(SignalKind::hangup())?)
+        (
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::hangup())?,
+        )
     };
     let mut dirty = true;
     let mut draw_now = true;
@@ -253,7 +279,10 @@ pub async fn run_tui(
     let mut engine_err = None;
 
     loop {
-        if draw_now || (dirty && last_draw.elapsed() >= opts.refresh) || last_draw.elapsed() >= Duration::from_secs(1) {
+        if draw_now
+            || (dirty && last_draw.elapsed() >= opts.refresh)
+            || last_draw.elapsed() >= Duration::from_secs(1)
+        {
             app.now_ms = now_ms();
             guard.term.draw(|f| views::draw(f, &app))?;
             last_draw = Instant::now();
@@ -402,7 +431,8 @@ pub fn on_mouse(app: &mut App, kind: MouseEventKind, x: u16, y: u16) {
                     app.sel_commit = row;
                     let (cx, w) = app.hits.queue_cells_x.get();
                     if x >= cx && w > 0 {
-                        app.sel_variant = (((x - cx) / w) as usize).min(app.variants.len().saturating_sub(1));
+                        app.sel_variant =
+                            (((x - cx) / w) as usize).min(app.variants.len().saturating_sub(1));
                     }
                     app.log_scroll = 0;
                     app.follow = true;
@@ -450,10 +480,18 @@ fn open_pager(guard: &mut terminal::Guard, app: &mut App, run: crate::model::Run
         app.toast = Some(format!("no log files yet for {key} attempt {attempt}"));
         return;
     }
-    let pager = std::env::var("PAGER").ok().filter(|p| !p.trim().is_empty()).unwrap_or_else(|| "less -R".into());
+    let pager = std::env::var("PAGER")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+        .unwrap_or_else(|| "less -R".into());
     let mut words = shell_words::split(&pager).unwrap_or_else(|_| vec!["less".into()]);
     let prog = words.remove(0);
-    let status = guard.suspend(|| std::process::Command::new(&prog).args(&words).args(&files).status());
+    let status = guard.suspend(|| {
+        std::process::Command::new(&prog)
+            .args(&words)
+            .args(&files)
+            .status()
+    });
     if let Err(e) = status {
         app.toast = Some(format!("could not run {prog}: {e}"));
     }

@@ -20,7 +20,12 @@ pub struct Guard {
 /// Put the terminal back; safe to call more than once.
 pub fn restore() {
     let _ = disable_raw_mode();
-    let _ = execute!(stdout(), DisableMouseCapture, LeaveAlternateScreen, cursor::Show);
+    let _ = execute!(
+        stdout(),
+        DisableMouseCapture,
+        LeaveAlternateScreen,
+        cursor::Show
+    );
 }
 
 static HOOK: Once = Once::new();
@@ -35,7 +40,12 @@ impl Guard {
             }));
         });
         enable_raw_mode()?;
-        execute!(stdout(), EnterAlternateScreen, EnableMouseCapture, cursor::Hide)?;
+        execute!(
+            stdout(),
+            EnterAlternateScreen,
+            EnableMouseCapture,
+            cursor::Hide
+        )?;
         let term = Terminal::new(CrosstermBackend::new(stdout()))?;
         Ok(Guard { term })
     }
@@ -45,7 +55,12 @@ impl Guard {
         restore();
         let out = f();
         let _ = enable_raw_mode();
-        let _ = execute!(stdout(), EnterAlternateScreen, EnableMouseCapture, cursor::Hide);
+        let _ = execute!(
+            stdout(),
+            EnterAlternateScreen,
+            EnableMouseCapture,
+            cursor::Hide
+        );
         let _ = self.term.clear();
         out
     }

@@ -22,30 +22,74 @@ struct Feed {
 impl Feed {
     fn send(&mut self, app: &mut App, at: u64, event: Event) {
         self.seq += 1;
-        app.on_envelope(&Envelope { seq: self.seq, at_ms: T0 + at, event });
+        app.on_envelope(&Envelope {
+            seq: self.seq,
+            at_ms: T0 + at,
+            event,
+        });
     }
     fn state(&mut self, app: &mut App, at: u64, run: u32, to: RunState) {
         let from = app.state.run(RunId(run)).state.clone();
-        let gpus = if matches!(to, RunState::Active { stage: Stage::PreparingImage }) {
+        let gpus = if matches!(
+            to,
+            RunState::Active {
+                stage: Stage::PreparingImage
+            }
+        ) {
             vec![run % 8]
         } else {
             vec![]
         };
-        self.send(app, at, Event::State { run: RunId(run), attempt: 1, from, to, detail: None, gpus });
+        self.send(
+            app,
+            at,
+            Event::State {
+                run: RunId(run),
+                attempt: 1,
+                from,
+                to,
+                detail: None,
+                gpus,
+            },
+        );
     }
     fn stages(&mut self, app: &mut App, at: u64, run: u32, upto: Stage) {
         for (i, s) in Stage::ALL.iter().enumerate() {
-            self.state(app, at + i as u64 * 7_000, run, RunState::Active { stage: *s });
+            self.state(
+                app,
+                at + i as u64 * 7_000,
+                run,
+                RunState::Active { stage: *s },
+            );
             if *s == upto {
                 break;
             }
         }
     }
     fn log(&mut self, app: &mut App, at: u64, run: u32, stream: Stream, line: &str) {
-        self.send(app, at, Event::Log { run: RunId(run), attempt: 1, stream, pipe: Pipe::Stderr, line: line.into() });
+        self.send(
+            app,
+            at,
+            Event::Log {
+                run: RunId(run),
+                attempt: 1,
+                stream,
+                pipe: Pipe::Stderr,
+                line: line.into(),
+            },
+        );
     }
     fn metric(&mut self, app: &mut App, at: u64, run: u32, key: &str, value: f64) {
-        self.send(app, at, Event::Metric { run: RunId(run), attempt: 1, key: key.into(), value });
+        self.send(
+            app,
+            at,
+            Event::Metric {
+                run: RunId(run),
+                attempt: 1,
+                key: key.into(),
+                value,
+            },
+        );
     }
 }
 
@@ -56,37 +100,100 @@ pub fn scene() -> App {
     let mut app = App::new(plan, 8, Theme::builtin("dark").unwrap(), KeyMap::default());
     let mut f = Feed { seq: 0 };
     let runs = app.plan.runs.len();
-    f.send(&mut app, 0, Event::SweepStarted { name: "iso-vllm-3way".into(), runs, gpus: 8, runtime: "sim".into() });
+    f.send(
+        &mut app,
+        0,
+        Event::SweepStarted {
+            name: "iso-vllm-3way".into(),
+            runs,
+            gpus: 8,
+            runtime: "sim".into(),
+        },
+    );
     // Commit 0: baseline and human succeed with metrics.
     for (run, tput, ttft) in [(0u32, 2100.0, 41.0), (1, 2350.5, 37.2)] {
         f.stages(&mut app, 1_000, run, Stage::Parsing);
         f.metric(&mut app, 30_000, run, "output_throughput_tok_s", tput);
         f.metric(&mut app, 30_000, run, "ttft_mean_ms", ttft);
         f.metric(&mut app, 30_000, run, "tpot_mean_ms", 11.5 - run as f64);
-        f.state(&mut app, 40_000, run, RunState::Finished { outcome: Outcome::Success });
+        f.state(
+            &mut app,
+            40_000,
+            run,
+            RunState::Finished {
+                outcome: Outcome::Success,
+            },
+        );
     }
     // The agent run of commit 0 is held on aimv2.
     f.stages(&mut app, 41_000, 2, Stage::LoadingServer);
-    f.log(&mut app, 50_000, 2, Stream::Server, "INFO 11-23 01:02:03 api_server.py:1043] vLLM API server version 0.6.4.post1");
-    f.log(&mut app, 50_100, 2, Stream::Server, "Traceback (most recent call last):");
-    f.log(&mut app, 50_200, 2, Stream::Server, "ValueError: 'aimv2' is already used by a Transformers config, pick another name.");
-    f.send(&mut app, 50_300, Event::Diagnosed {
-        run: RunId(2),
-        attempt: 1,
-        finding: Finding {
-            category: Category::Aimv2Conflict,
-            evidence: "ValueError: 'aimv2' is already used by a Transformers config".into(),
-            action: PolicyAction::Operator,
-            recipe: Some("aimv2-exist-ok".into()),
-            reason: "aimv2_conflict".into(),
-            predicted: false,
+    f.log(
+        &mut app,
+        50_000,
+        2,
+        Stream::Server,
+        "INFO 11-23 01:02:03 api_server.py:1043] vLLM API server version 0.6.4.post1",
+    );
+    f.log(
+        &mut app,
+        50_100,
+        2,
+        Stream::Server,
+        "Traceback (most recent call last):",
+    );
+    f.log(
+        &mut app,
+        50_200,
+        2,
+        Stream::Server,
+        "ValueError: 'aimv2' is already used by a Transformers config, pick another name.",
+    );
+    f.send(
+        &mut app,
+        50_300,
+        Event::Diagnosed {
+            run: RunId(2),
+            attempt: 1,
+            finding: Finding {
+                category: Category::Aimv2Conflict,
+                evidence: "ValueError: 'aimv2' is already used by a Transformers config".into(),
+                action: PolicyAction::Operator,
+                recipe: Some("aimv2-exist-ok".into()),
+                reason: "aimv2_conflict".into(),
+                predicted: false,
+            },
         },
-    });
-    f.state(&mut app, 50_400, 2, RunState::Held { category: Category::Aimv2Conflict });
+    );
+    f.state(
+        &mut app,
+        50_400,
+        2,
+        RunState::Held {
+            category: Category::Aimv2Conflict,
+        },
+    );
     // Commit 1: failed and skipped.
     f.stages(&mut app, 51_000, 3, Stage::StartingContainer);
-    f.state(&mut app, 60_000, 3, RunState::Finished { outcome: Outcome::Failed { category: Category::CudaOom } });
-    f.state(&mut app, 60_000, 4, RunState::Finished { outcome: Outcome::Skipped { reason: "no image".into() } });
+    f.state(
+        &mut app,
+        60_000,
+        3,
+        RunState::Finished {
+            outcome: Outcome::Failed {
+                category: Category::CudaOom,
+            },
+        },
+    );
+    f.state(
+        &mut app,
+        60_000,
+        4,
+        RunState::Finished {
+            outcome: Outcome::Skipped {
+                reason: "no image".into(),
+            },
+        },
+    );
     // In flight: a benchmark streaming, a server loading, an image pulling.
     f.stages(&mut app, 61_000, 6, Stage::Benchmarking);
     for i in 0..40u64 {
@@ -95,13 +202,44 @@ pub fn scene() -> App {
             f.log(&mut app, 90_000 + i, 6, Stream::Server, "ERROR 11-23 01:03:10 serving_chat.py:210] Error in chat completion stream generator: broken pipe");
         }
     }
-    f.log(&mut app, 95_000, 6, Stream::Bench, "============ Serving Benchmark Result ============");
-    f.log(&mut app, 95_001, 6, Stream::Bench, "Successful requests:                     100");
+    f.log(
+        &mut app,
+        95_000,
+        6,
+        Stream::Bench,
+        "============ Serving Benchmark Result ============",
+    );
+    f.log(
+        &mut app,
+        95_001,
+        6,
+        Stream::Bench,
+        "Successful requests:                     100",
+    );
     f.metric(&mut app, 95_002, 6, "output_throughput_tok_s", 1984.2);
     f.stages(&mut app, 70_000, 7, Stage::LoadingServer);
-    f.state(&mut app, 80_000, 9, RunState::Active { stage: Stage::PreparingImage });
-    for (layer, done, total) in [("a1b2c3d4e5f6", 4_500_000_000u64, 7_500_000_000u64), ("0f9e8d7c6b5a", 2_240_000_000, 11_200_000_000)] {
-        f.send(&mut app, 81_000, Event::Pull { run: RunId(9), layer: layer.into(), done, total });
+    f.state(
+        &mut app,
+        80_000,
+        9,
+        RunState::Active {
+            stage: Stage::PreparingImage,
+        },
+    );
+    for (layer, done, total) in [
+        ("a1b2c3d4e5f6", 4_500_000_000u64, 7_500_000_000u64),
+        ("0f9e8d7c6b5a", 2_240_000_000, 11_200_000_000),
+    ] {
+        f.send(
+            &mut app,
+            81_000,
+            Event::Pull {
+                run: RunId(9),
+                layer: layer.into(),
+                done,
+                total,
+            },
+        );
     }
     app.now_ms = T0 + 100_000;
     for k in 0..30 {
@@ -141,11 +279,17 @@ fn held_run_shows_the_diagnosis_banner_with_keys() {
     app.sel_commit = 0;
     app.sel_variant = 2;
     let s = render(&app, 160, 48);
-    assert!(s.contains("aimv2_conflict — press f to apply fix aimv2-exist-ok, r to retry, s to skip"), "{s}");
+    assert!(
+        s.contains("aimv2_conflict — press f to apply fix aimv2-exist-ok, r to retry, s to skip"),
+        "{s}"
+    );
     insta::assert_snapshot!("held_banner_160x48", s);
     assert_eq!(
         key(&mut app, 'f'),
-        vec![Effect::Send(Command::ApplyFix { run: RunId(2), recipe: Some("aimv2-exist-ok".into()) })]
+        vec![Effect::Send(Command::ApplyFix {
+            run: RunId(2),
+            recipe: Some("aimv2-exist-ok".into())
+        })]
     );
 }
 
@@ -219,7 +363,10 @@ fn popups() {
     app.sel_variant = 0;
     key(&mut app, 'c');
     insta::assert_snapshot!("confirm_cancel_80x24", render(&app, 80, 24));
-    assert_eq!(key(&mut app, 'y'), vec![Effect::Send(Command::Cancel { run: RunId(6) })]);
+    assert_eq!(
+        key(&mut app, 'y'),
+        vec![Effect::Send(Command::Cancel { run: RunId(6) })]
+    );
     key(&mut app, ':');
     for c in "filter status=held".chars() {
         key(&mut app, c);
@@ -235,15 +382,29 @@ fn skip_keys_and_pause() {
     let mut app = scene();
     app.sel_commit = 0;
     app.sel_variant = 2;
-    assert_eq!(key(&mut app, 's'), vec![Effect::Send(Command::Skip { run: RunId(2) })]);
-    assert_eq!(key(&mut app, 'r'), vec![Effect::Send(Command::Retry { run: RunId(2) })]);
+    assert_eq!(
+        key(&mut app, 's'),
+        vec![Effect::Send(Command::Skip { run: RunId(2) })]
+    );
+    assert_eq!(
+        key(&mut app, 'r'),
+        vec![Effect::Send(Command::Retry { run: RunId(2) })]
+    );
     assert!(key(&mut app, 'S').is_empty());
     assert_eq!(
         key(&mut app, 'y'),
-        vec![Effect::Send(Command::SkipCategory { category: Category::Aimv2Conflict })]
+        vec![Effect::Send(Command::SkipCategory {
+            category: Category::Aimv2Conflict
+        })]
     );
     assert_eq!(key(&mut app, 'p'), vec![Effect::Send(Command::Pause)]);
-    app.on_envelope(&Envelope { seq: 999, at_ms: T0 + 100_000, event: Event::Paused { reason: "paused by the operator".into() } });
+    app.on_envelope(&Envelope {
+        seq: 999,
+        at_ms: T0 + 100_000,
+        event: Event::Paused {
+            reason: "paused by the operator".into(),
+        },
+    });
     assert_eq!(key(&mut app, 'p'), vec![Effect::Send(Command::Resume)]);
     insta::assert_snapshot!("paused_120x36", render(&app, 120, 36));
 }
@@ -252,7 +413,9 @@ fn skip_keys_and_pause() {
 fn no_nvml_and_themes() {
     let mut app = scene();
     app.gpus.clear();
-    app.on_gpu(GpuMsg::Unavailable("no NVIDIA driver (NVML): libnvidia-ml.so not found".into()));
+    app.on_gpu(GpuMsg::Unavailable(
+        "no NVIDIA driver (NVML): libnvidia-ml.so not found".into(),
+    ));
     let s = render(&app, 120, 36);
     assert!(s.contains("no NVIDIA driver (NVML)"), "{s}");
     insta::assert_snapshot!("no_nvml_120x36", s);
@@ -268,7 +431,9 @@ fn no_nvml_and_themes() {
 fn scene_no_nvml() -> App {
     let mut app = scene();
     app.gpus.clear();
-    app.on_gpu(GpuMsg::Unavailable("no NVIDIA driver (NVML): libnvidia-ml.so not found".into()));
+    app.on_gpu(GpuMsg::Unavailable(
+        "no NVIDIA driver (NVML): libnvidia-ml.so not found".into(),
+    ));
     app
 }
 
@@ -286,7 +451,10 @@ fn log_rings_stay_bounded() {
     let ring = app.logs[6].as_ref().unwrap();
     assert_eq!(ring.server.len(), RING_LINES);
     assert!(ring.dropped >= 500);
-    assert_eq!(&*ring.server.back().unwrap().text, format!("line {}", RING_LINES + 499));
+    assert_eq!(
+        &*ring.server.back().unwrap().text,
+        format!("line {}", RING_LINES + 499)
+    );
 }
 
 #[test]
@@ -295,7 +463,12 @@ fn mouse_click_selects_and_wheel_scrolls() {
     let mut app = scene();
     render(&app, 160, 48);
     let q = app.hits.queue_rows.get();
-    super::on_mouse(&mut app, MouseEventKind::Down(MouseButton::Left), q.x + 2, q.y + 3);
+    super::on_mouse(
+        &mut app,
+        MouseEventKind::Down(MouseButton::Left),
+        q.x + 2,
+        q.y + 3,
+    );
     assert_eq!(app.sel_commit, app.hits.queue_offset.get() + 3);
     let l = app.hits.logs.get();
     app.sel_commit = app.plan.runs[6].commit;

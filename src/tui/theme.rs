@@ -10,7 +10,10 @@ use std::path::Path;
 pub const BUILTIN: &[(&str, &str)] = &[
     ("dark", include_str!("../../themes/dark.toml")),
     ("light", include_str!("../../themes/light.toml")),
-    ("high-contrast", include_str!("../../themes/high-contrast.toml")),
+    (
+        "high-contrast",
+        include_str!("../../themes/high-contrast.toml"),
+    ),
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -138,7 +141,11 @@ impl Theme {
         }
         anyhow::bail!(
             "unknown theme `{name}` (builtin: {})",
-            BUILTIN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+            BUILTIN
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     }
 
@@ -193,7 +200,11 @@ impl Theme {
         Style::default().fg(self.dim)
     }
     pub fn border(&self, focus: bool) -> Style {
-        let s = Style::default().fg(if focus { self.border_focus } else { self.border });
+        let s = Style::default().fg(if focus {
+            self.border_focus
+        } else {
+            self.border
+        });
         if focus {
             s.add_modifier(Modifier::BOLD)
         } else {

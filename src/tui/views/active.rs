@@ -14,7 +14,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.theme;
     let Some(run) = app.selected_run() else {
         let b = block(app, " run ", false);
-        f.render_widget(Paragraph::new("no run selected").style(t.dim()).block(b), area);
+        f.render_widget(
+            Paragraph::new("no run selected").style(t.dim()).block(b),
+            area,
+        );
         return;
     };
     let spec = &app.plan.runs[run.0 as usize];
@@ -30,7 +33,11 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     } else {
         format!(
             "  GPU {}",
-            r.gpus.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(",")
+            r.gpus
+                .iter()
+                .map(|g| g.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
         )
     };
     lines.push(Line::from(vec![
@@ -62,11 +69,19 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                     .stages
                     .get(p + 1)
                     .map(|s| s.1)
-                    .or(if current == Some(*stage) { Some(app.now_ms) } else { r.finished_ms })
+                    .or(if current == Some(*stage) {
+                        Some(app.now_ms)
+                    } else {
+                        r.finished_ms
+                    })
                     .unwrap_or(app.now_ms);
                 let d = fmt_dur(end.saturating_sub(start));
                 if current == Some(*stage) {
-                    ("▶", Style::default().fg(t.active).add_modifier(Modifier::BOLD), d)
+                    (
+                        "▶",
+                        Style::default().fg(t.active).add_modifier(Modifier::BOLD),
+                        d,
+                    )
                 } else {
                     ("✓", Style::default().fg(t.ok), d)
                 }
@@ -124,7 +139,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let kw = w.saturating_sub(33).clamp(8, 28);
     if !r.metrics.is_empty() {
         lines.push(Line::from(Span::styled(
-            format!("{:<kw$}{:>12}{:>12}{:>9}", "metric", "value", "baseline", "Δ"),
+            format!(
+                "{:<kw$}{:>12}{:>12}{:>9}",
+                "metric", "value", "baseline", "Δ"
+            ),
             t.dim(),
         )));
     }
@@ -146,7 +164,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             _ => ("-".into(), String::new(), t.dim()),
         };
         lines.push(Line::from(vec![
-            Span::styled(format!("{:<kw$}{:>12}", fit(k, kw - 1), fmt_num(*v)), t.text()),
+            Span::styled(
+                format!("{:<kw$}{:>12}", fit(k, kw - 1), fmt_num(*v)),
+                t.text(),
+            ),
             Span::styled(format!("{bs:>12}"), t.dim()),
             Span::styled(format!("{ds:>9}"), dstyle),
         ]));
@@ -171,7 +192,10 @@ pub fn banner_text(app: &App, run: RunId) -> String {
         s.push_str("predicted; ");
     }
     if let Some(recipe) = &fd.recipe {
-        s.push_str(&format!("press {} to apply fix {recipe}, ", k(Action::ApplyFix)));
+        s.push_str(&format!(
+            "press {} to apply fix {recipe}, ",
+            k(Action::ApplyFix)
+        ));
     } else {
         s.push_str("press ");
     }

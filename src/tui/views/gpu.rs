@@ -34,12 +34,21 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         return;
     }
     if app.gpus.is_empty() {
-        f.render_widget(Paragraph::new("waiting for the first sample…").style(t.dim()), inner);
+        f.render_widget(
+            Paragraph::new("waiting for the first sample…").style(t.dim()),
+            inner,
+        );
         return;
     }
     // One line per GPU: label, util sparkline, mem sparkline, numbers, holder.
     let w = inner.width;
-    let spark_w = if w >= 90 { 16 } else if w >= 60 { 10 } else { 0 };
+    let spark_w = if w >= 90 {
+        16
+    } else if w >= 60 {
+        10
+    } else {
+        0
+    };
     for (i, g) in app.gpus.iter().enumerate().take(inner.height as usize) {
         let y = inner.y + i as u16;
         let s = &g.sample;
@@ -47,20 +56,41 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         let mut x = inner.x;
         f.render_widget(
             Paragraph::new(Span::styled(label.clone(), t.text())),
-            Rect { x, y, width: (label.len() as u16).min(w), height: 1 },
+            Rect {
+                x,
+                y,
+                width: (label.len() as u16).min(w),
+                height: 1,
+            },
         );
         x += label.len() as u16;
         if spark_w > 0 {
             let util: Vec<u64> = tail(&g.util, spark_w as usize);
             f.render_widget(
-                Sparkline::default().data(&util).max(100).style(Style::default().fg(t.active)),
-                Rect { x, y, width: spark_w, height: 1 },
+                Sparkline::default()
+                    .data(&util)
+                    .max(100)
+                    .style(Style::default().fg(t.active)),
+                Rect {
+                    x,
+                    y,
+                    width: spark_w,
+                    height: 1,
+                },
             );
             x += spark_w + 1;
             let mem: Vec<u64> = tail(&g.mem_pct, spark_w as usize);
             f.render_widget(
-                Sparkline::default().data(&mem).max(100).style(Style::default().fg(t.accent)),
-                Rect { x, y, width: spark_w, height: 1 },
+                Sparkline::default()
+                    .data(&mem)
+                    .max(100)
+                    .style(Style::default().fg(t.accent)),
+                Rect {
+                    x,
+                    y,
+                    width: spark_w,
+                    height: 1,
+                },
             );
             x += spark_w + 1;
         }
@@ -78,8 +108,16 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         );
         let remaining = (inner.x + w).saturating_sub(x);
         f.render_widget(
-            Paragraph::new(Line::from(Span::styled(fit(&rest, remaining as usize), t.text()))),
-            Rect { x, y, width: remaining, height: 1 },
+            Paragraph::new(Line::from(Span::styled(
+                fit(&rest, remaining as usize),
+                t.text(),
+            ))),
+            Rect {
+                x,
+                y,
+                width: remaining,
+                height: 1,
+            },
         );
     }
 }

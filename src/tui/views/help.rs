@@ -23,12 +23,18 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, scroll: usize) {
             section = sec;
         }
         lines.push(Line::from(vec![
-            Span::styled(format!("  {keys:<14}"), ratatui::style::Style::default().fg(t.accent)),
+            Span::styled(
+                format!("  {keys:<14}"),
+                ratatui::style::Style::default().fg(t.accent),
+            ),
             Span::styled(help.to_string(), t.text()),
         ]));
     }
     lines.push(Line::from(""));
-    lines.push(Line::from(Span::styled("COMMANDS (:)", t.text().add_modifier(Modifier::BOLD))));
+    lines.push(Line::from(Span::styled(
+        "COMMANDS (:)",
+        t.text().add_modifier(Modifier::BOLD),
+    )));
     for c in [
         ":pause  :resume  :export [PATH]  :theme NAME  :q  :q!",
         ":sweep  :logs  :results  :sort COLUMN  :skip-category CATEGORY",

@@ -20,12 +20,23 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
         };
         Span::styled(format!(" {} ", tab.label()), s)
     };
-    let mut title = vec![Span::styled(" logs ", t.text()), tab(LogTab::Server), tab(LogTab::Bench)];
+    let mut title = vec![
+        Span::styled(" logs ", t.text()),
+        tab(LogTab::Server),
+        tab(LogTab::Bench),
+    ];
     if let Some(r) = run {
-        title.push(Span::styled(format!(" {} ", app.plan.runs[r.0 as usize].key), t.dim()));
+        title.push(Span::styled(
+            format!(" {} ", app.plan.runs[r.0 as usize].key),
+            t.dim(),
+        ));
     }
     title.push(Span::styled(
-        if app.follow { " follow " } else { " paused scroll " },
+        if app.follow {
+            " follow "
+        } else {
+            " paused scroll "
+        },
         Style::default().fg(if app.follow { t.ok } else { t.warn }),
     ));
     if let Some(q) = &app.search {
@@ -61,8 +72,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     let start = end.saturating_sub(h);
     let q = app.search.as_deref();
     let mut out = Vec::with_capacity(h);
-    for i in start..end {
-        let l = &lines[i];
+    for (i, l) in lines.iter().enumerate().take(end).skip(start) {
         let base = if l.error { t.error() } else { t.text() };
         let current = app.search_at == Some(i);
         let mut spans = Vec::new();
@@ -79,7 +89,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
                     }
                     spans.push(Span::styled(text[at..a].to_string(), base));
                     let ms = if current {
-                        t.matched().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
+                        t.matched()
+                            .add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
                     } else {
                         t.matched()
                     };

@@ -53,7 +53,12 @@ fn too_small(f: &mut Frame, app: &App, area: Rect) {
             "terminal {}×{} is too small; need {}×{}",
             area.width, area.height, MIN_W, MIN_H
         )),
-        Line::from(format!("{}/{} runs done, {} active", c.done(), c.total, c.active)),
+        Line::from(format!(
+            "{}/{} runs done, {} active",
+            c.done(),
+            c.total,
+            c.active
+        )),
         Line::from("q quits"),
     ];
     f.render_widget(
@@ -75,13 +80,11 @@ fn sweep(f: &mut Frame, app: &App, area: Rect) {
     let wide = top.width >= 120;
     let (qa, right) = if wide {
         let [a, b] =
-            Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)])
-                .areas(top);
+            Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(top);
         (a, b)
     } else {
         let [a, b] =
-            Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
-                .areas(top);
+            Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(top);
         (a, b)
     };
     queue::draw(f, app, qa, app.focus == Pane::Queue);
@@ -117,10 +120,7 @@ fn hint_bar(f: &mut Frame, app: &App, area: Rect) {
     }
     let mut spans = Vec::new();
     for (key, word) in app.keymap.hints() {
-        spans.push(Span::styled(
-            format!(" {key} "),
-            t.header(),
-        ));
+        spans.push(Span::styled(format!(" {key} "), t.header()));
         spans.push(Span::styled(format!(" {word}  "), t.dim()));
     }
     spans.push(Span::styled(

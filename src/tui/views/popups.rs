@@ -83,19 +83,35 @@ fn detail(f: &mut Frame, app: &App, area: Rect, run: crate::model::RunId) {
         ])
     };
     let mut lines = vec![
-        Line::from(Span::styled(super::title_of(c), t.text().add_modifier(Modifier::BOLD))),
+        Line::from(Span::styled(
+            super::title_of(c),
+            t.text().add_modifier(Modifier::BOLD),
+        )),
         kv("run", format!("{run} {}", spec.key)),
         kv("commit", c.commit.clone()),
         kv("parent", c.parent.clone().unwrap_or_else(|| "-".into())),
         kv("model", c.model.clone().unwrap_or_else(|| "-".into())),
         kv("variant", spec.variant.to_string()),
         kv("image", spec.image.clone().unwrap_or_else(|| "-".into())),
-        kv("state", format!("{} (attempt {})", r.state.label(), r.attempt)),
+        kv(
+            "state",
+            format!("{} (attempt {})", r.state.label(), r.attempt),
+        ),
         kv(
             "GPUs",
-            if r.gpus.is_empty() { format!("needs {}", spec.gpus) } else { format!("{:?}", r.gpus) },
+            if r.gpus.is_empty() {
+                format!("needs {}", spec.gpus)
+            } else {
+                format!("{:?}", r.gpus)
+            },
         ),
-        kv("vLLM", r.vllm_version.clone().or(c.vllm_version.clone()).unwrap_or_else(|| "-".into())),
+        kv(
+            "vLLM",
+            r.vllm_version
+                .clone()
+                .or(c.vllm_version.clone())
+                .unwrap_or_else(|| "-".into()),
+        ),
     ];
     if let (Some(s), Some(e)) = (r.started_ms, r.finished_ms) {
         lines.push(kv("wall", fmt_dur(e.saturating_sub(s))));
@@ -136,7 +152,11 @@ fn detail(f: &mut Frame, app: &App, area: Rect, run: crate::model::RunId) {
         ),
         t.dim(),
     )));
-    let r = centered(area, 100, (lines.len() as u16 + 4).min(area.height.saturating_sub(2)));
+    let r = centered(
+        area,
+        100,
+        (lines.len() as u16 + 4).min(area.height.saturating_sub(2)),
+    );
     f.render_widget(Clear, r);
     f.render_widget(
         Paragraph::new(lines)

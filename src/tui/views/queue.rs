@@ -61,9 +61,15 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     let title_w = free.saturating_sub(model_w + if model_w > 0 { 1 } else { 0 });
     // Header row.
     let mut head = vec![Span::styled(format!(" {:<9}", "commit"), t.dim())];
-    head.push(Span::styled(format!("{:<w$}", "title", w = title_w), t.dim()));
+    head.push(Span::styled(
+        format!("{:<w$}", "title", w = title_w),
+        t.dim(),
+    ));
     if model_w > 0 {
-        head.push(Span::styled(format!(" {:<w$}", "model", w = model_w), t.dim()));
+        head.push(Span::styled(
+            format!(" {:<w$}", "model", w = model_w),
+            t.dim(),
+        ));
     }
     for v in &app.variants {
         head.push(Span::styled(
@@ -101,7 +107,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
         let mut spans = vec![
             Span::styled(marker, Style::default().fg(t.accent)),
             Span::styled(format!("{:<9}", fit(c.short(), 8)), row_style),
-            Span::styled(format!("{:<w$}", fit(&title_of(c), title_w), w = title_w), row_style),
+            Span::styled(
+                format!("{:<w$}", fit(&title_of(c), title_w), w = title_w),
+                row_style,
+            ),
         ];
         if model_w > 0 {
             let m = c.model.as_deref().unwrap_or("-");
@@ -120,14 +129,25 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
                         (_, Some((_, v))) => fmt_num(v),
                         (RunState::Active { stage }, None) => stage.short().to_string(),
                         (RunState::Held { category }, None) => category.to_string(),
-                        (RunState::Finished { outcome: Outcome::Failed { category } }, None) => {
-                            category.to_string()
-                        }
+                        (
+                            RunState::Finished {
+                                outcome: Outcome::Failed { category },
+                            },
+                            None,
+                        ) => category.to_string(),
                         _ => String::new(),
                     };
                     // A marker besides the colour, so the selection reads without colour.
-                    let mark = if sel_row && vi == app.sel_variant { "▸" } else { " " };
-                    format!("{:<w$}", fit(&format!("{mark}{} {metric}", glyph(&r.state)), CELL_W), w = CELL_W)
+                    let mark = if sel_row && vi == app.sel_variant {
+                        "▸"
+                    } else {
+                        " "
+                    };
+                    format!(
+                        "{:<w$}",
+                        fit(&format!("{mark}{} {metric}", glyph(&r.state)), CELL_W),
+                        w = CELL_W
+                    )
                 }
             };
             let mut style = cell

@@ -27,7 +27,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         filters.push(format!("text={x}"));
     }
     let title = Line::from(vec![
-        Span::styled(format!(" results · {} of {} runs ", rows.len(), app.plan.runs.len()), t.text()),
+        Span::styled(
+            format!(" results · {} of {} runs ", rows.len(), app.plan.runs.len()),
+            t.text(),
+        ),
         Span::styled(
             format!(
                 " sort {} {} ",
@@ -57,7 +60,11 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         offset = sel + 1 - body_h;
     }
     app.hits.results_offset.set(offset);
-    app.hits.results_rows.set(Rect { y: inner.y + 1, height: inner.height.saturating_sub(1), ..inner });
+    app.hits.results_rows.set(Rect {
+        y: inner.y + 1,
+        height: inner.height.saturating_sub(1),
+        ..inner
+    });
     let header = Row::new(RESULT_COLUMNS.iter().enumerate().map(|(i, c)| {
         let s = if i == r.sort_col {
             t.text().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
@@ -66,39 +73,49 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         };
         Cell::from(*c).style(s)
     }));
-    let body = rows.iter().enumerate().skip(offset).take(body_h).map(|(i, run)| {
-        let spec = &app.plan.runs[run.0 as usize];
-        let c = app.plan.commit_of(spec);
-        let rec = app.state.run(*run);
-        let st = super::queue::state_style(t, &rec.state);
-        let cat = run_category(&rec.state, rec.finding.as_ref())
-            .map(|c| c.to_string())
-            .unwrap_or_default();
-        let head = headline(&rec.metrics)
-            .map(|(k, v)| format!("{} {}", fmt_num(v), short_key(k)))
-            .unwrap_or_default();
-        let delta = app
-            .delta_pct(*run)
-            .map(|d| format!("{d:+.1}%"))
-            .unwrap_or_default();
-        let model = c.model.as_deref().unwrap_or("-");
-        let row = Row::new(vec![
-            Cell::from(c.short().to_string()),
-            Cell::from(spec.variant.to_string()),
-            Cell::from(fit(model.rsplit('/').next().unwrap_or(model), 22)),
-            Cell::from(format!("{} {}", super::queue::glyph(&rec.state), status_word(&rec.state))).style(st),
-            Cell::from(cat),
-            Cell::from(head),
-            Cell::from(delta),
-            Cell::from(rec.attempt.to_string()),
-            Cell::from(super::title_of(c)),
-        ]);
-        if i == sel {
-            row.style(t.selected())
-        } else {
-            row.style(t.text())
-        }
-    });
+    let body = rows
+        .iter()
+        .enumerate()
+        .skip(offset)
+        .take(body_h)
+        .map(|(i, run)| {
+            let spec = &app.plan.runs[run.0 as usize];
+            let c = app.plan.commit_of(spec);
+            let rec = app.state.run(*run);
+            let st = super::queue::state_style(t, &rec.state);
+            let cat = run_category(&rec.state, rec.finding.as_ref())
+                .map(|c| c.to_string())
+                .unwrap_or_default();
+            let head = headline(&rec.metrics)
+                .map(|(k, v)| format!("{} {}", fmt_num(v), short_key(k)))
+                .unwrap_or_default();
+            let delta = app
+                .delta_pct(*run)
+                .map(|d| format!("{d:+.1}%"))
+                .unwrap_or_default();
+            let model = c.model.as_deref().unwrap_or("-");
+            let row = Row::new(vec![
+                Cell::from(c.short().to_string()),
+                Cell::from(spec.variant.to_string()),
+                Cell::from(fit(model.rsplit('/').next().unwrap_or(model), 22)),
+                Cell::from(format!(
+                    "{} {}",
+                    super::queue::glyph(&rec.state),
+                    status_word(&rec.state)
+                ))
+                .style(st),
+                Cell::from(cat),
+                Cell::from(head),
+                Cell::from(delta),
+                Cell::from(rec.attempt.to_string()),
+                Cell::from(super::title_of(c)),
+            ]);
+            if i == sel {
+                row.style(t.selected())
+            } else {
+                row.style(t.text())
+            }
+        });
     let widths = [
         Constraint::Length(9),
         Constraint::Length(18),
@@ -110,7 +127,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(7),
         Constraint::Min(10),
     ];
-    f.render_widget(Table::new(body, widths).header(header).column_spacing(1), inner);
+    f.render_widget(
+        Table::new(body, widths).header(header).column_spacing(1),
+        inner,
+    );
 }
 
 fn status_word(s: &crate::model::RunState) -> String {
