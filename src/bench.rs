@@ -74,7 +74,10 @@ pub fn engine(runs: usize) -> i32 {
                 wait_for_operator: false,
             },
         );
-        engine.run(tokio_util::sync::CancellationToken::new()).await
+        engine
+            .with_time_scale(0.0)
+            .run(tokio_util::sync::CancellationToken::new())
+            .await
     });
     let elapsed = started.elapsed();
     match result {

@@ -61,7 +61,7 @@ impl<W: Write + Send> Observer for Printer<W> {
             } => {
                 let key = &self.plan.runs[run.0 as usize].key;
                 let mut line = format!(
-                    "{t} {:<6} {key:<28} a{attempt} {:<24}",
+                    "{t} {:<6} {key:<32} a{attempt} {:<24}",
                     run.to_string(),
                     to.label()
                 );
@@ -89,7 +89,7 @@ impl<W: Write + Send> Observer for Printer<W> {
                 };
                 writeln!(
                     self.out,
-                    "{t} {:<6} {key:<28}    {what} {}: {}",
+                    "{t} {:<6} {key:<32}    {what} {}: {}",
                     run.to_string(),
                     finding.category,
                     one_line(&finding.evidence, 160)

@@ -168,13 +168,20 @@ impl fmt::Display for Outcome {
 }
 
 /// Where a run is. `Held` is a failed attempt waiting for the operator's key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum RunState {
+    #[default]
     Queued,
-    Active { stage: Stage },
-    Held { category: Category },
-    Finished { outcome: Outcome },
+    Active {
+        stage: Stage,
+    },
+    Held {
+        category: Category,
+    },
+    Finished {
+        outcome: Outcome,
+    },
 }
 
 impl RunState {

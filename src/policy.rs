@@ -1,38 +1,580 @@
-//! TEMPORARY minimal policy (replaced by the diagnosis issue's module; same API).
+//! What happens after a failure: one action per category (configurable), bounded retries
+//! with capped exponential backoff, fixes applied at most once per run, and a circuit
+//! breaker that pauses the sweep when runs keep failing the same way. Pure and
+//! synchronous; the engine executes the decision.
+
 use crate::category::{Action, Category};
-use crate::diagnose::Diagnosis;
+use crate::diagnose::{DataError, Diagnosis, RecipeBook};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Default)]
-pub struct PolicyConfig;
+/// The operator's policy settings (a `[policy]`-style TOML table; unknown keys are errors).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyConfig {
+    /// Per-category action overrides, e.g. `version_port_bug = "skip"`.
+    pub actions: BTreeMap<Category, Action>,
+    /// Retries for `retry` categories without their own limit.
+    pub max_retries: u32,
+    /// Per-category retry limits (defaults: 1 for timeouts, OOM, NCCL and no_metrics).
+    pub retry_limits: BTreeMap<Category, u32>,
+    /// First retry delay; doubles per attempt up to the cap.
+    pub backoff_base_s: u64,
+    pub backoff_cap_s: u64,
+    /// Pause the sweep after this many runs in a row failed with one category (0 = off).
+    pub breaker_threshold: u32,
+    /// Categories that say nothing about the host (a missing image, a bad patch, an
+    /// unsupported model): they neither count towards the breaker nor break a streak.
+    pub breaker_ignore: Vec<Category>,
+    /// Also apply recipes that can change what is measured without asking.
+    pub allow_measurement_changing_fixes: bool,
+}
 
-pub struct Policy;
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            actions: BTreeMap::new(),
+            max_retries: 2,
+            retry_limits: BTreeMap::new(),
+            backoff_base_s: 30,
+            backoff_cap_s: 600,
+            breaker_threshold: 3,
+            breaker_ignore: vec![
+                Category::ImageNotFound,
+                Category::AgentPatchFailed,
+                Category::ModelArchUnsupported,
+                Category::RopeScalingIncompatible,
+                Category::VersionPortBug,
+            ],
+            allow_measurement_changing_fixes: false,
+        }
+    }
+}
 
-#[derive(Debug, Clone)]
+impl PolicyConfig {
+    /// Parses a policy table; errors name `origin:line:col`.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, DataError> {
+        toml::from_str(text)
+            .map_err(|e| DataError::at(origin, text, e.span().map_or(0, |s| s.start), e.message()))
+    }
+}
+
+/// The policy's answer for one failed attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     pub action: Action,
+    /// For `auto_fix`: the recipe to apply. For `operator`: the recipe offered (one key).
     pub recipe: Option<String>,
+    /// For `retry`: how long to wait first.
     pub retry_after: Option<Duration>,
+    /// Set when the whole sweep must pause, with the reason.
     pub pause_sweep: Option<String>,
+    /// One readable line for the TUI and the log.
     pub reason: String,
 }
 
+pub struct Policy {
+    cfg: PolicyConfig,
+    recipes: Arc<RecipeBook>,
+    /// (category, runs in a row, the commit that last counted).
+    streak: Option<(Category, u32, Option<String>)>,
+}
+
 impl Policy {
-    pub fn new(_cfg: PolicyConfig) -> Self {
-        Policy
-    }
-    pub fn decide(&mut self, d: &Diagnosis, attempt: u32, _fixes: &[String]) -> Decision {
-        let action = match d.category {
-            Category::BrokenPipe if attempt < 2 => Action::Retry,
-            _ => Action::Operator,
-        };
-        Decision {
-            action,
-            recipe: None,
-            retry_after: None,
-            pause_sweep: None,
-            reason: format!("{} — {}", d.category, action),
+    pub fn new(cfg: PolicyConfig, recipes: Arc<RecipeBook>) -> Self {
+        Policy {
+            cfg,
+            recipes,
+            streak: None,
         }
     }
-    pub fn record_success(&mut self) {}
+
+    pub fn config(&self) -> &PolicyConfig {
+        &self.cfg
+    }
+
+    /// The action for a category before retries, fixes already applied and the breaker
+    /// are considered (what `diagnose --json` prints).
+    pub fn default_action(&self, c: Category) -> Action {
+        if let Some(a) = self.cfg.actions.get(&c) {
+            return *a;
+        }
+        use Category::*;
+        match c {
+            Aimv2Conflict | NumpyAbi | LogitsWarperImport | PyairportsMissing | FaUtilsMissing => {
+                match self.recipes.for_category(c) {
+                    Some(r)
+                        if !r.changes_measurement || self.cfg.allow_measurement_changing_fixes =>
+                    {
+                        Action::AutoFix
+                    }
+                    _ => Action::Operator,
+                }
+            }
+            CudaOom
+            | CudaGraphCaptureTimeout
+            | ServerStartTimeout
+            | BenchTimeout
+            | NoMetrics
+            | NcclError
+            | BrokenPipe => Action::Retry,
+            DiskFull | NvidiaRuntimeMissing | GatedModelAuth => Action::PauseSweep,
+            ModelArchUnsupported | RopeScalingIncompatible | AgentPatchFailed => Action::Skip,
+            VersionPortBug | KvCacheTooSmall | EngineCoreInitFailed | ImageNotFound | Other => {
+                Action::Operator
+            }
+        }
+    }
+
+    /// Retries allowed for a `retry` category.
+    pub fn retry_limit(&self, c: Category) -> u32 {
+        if let Some(n) = self.cfg.retry_limits.get(&c) {
+            return *n;
+        }
+        match c {
+            Category::BrokenPipe => self.cfg.max_retries,
+            Category::CudaOom
+            | Category::CudaGraphCaptureTimeout
+            | Category::ServerStartTimeout
+            | Category::BenchTimeout
+            | Category::NoMetrics
+            | Category::NcclError => 1,
+            _ => self.cfg.max_retries,
+        }
+    }
+
+    /// Backoff before retry number `n` (1-based): base × 2^(n-1), capped.
+    pub fn backoff(&self, n: u32) -> Duration {
+        let factor = 1u64.checked_shl(n.saturating_sub(1)).unwrap_or(u64::MAX);
+        let secs = self
+            .cfg
+            .backoff_base_s
+            .saturating_mul(factor)
+            .min(self.cfg.backoff_cap_s);
+        Duration::from_secs(secs)
+    }
+
+    /// Decides what to do about attempt `attempt` (1-based) of a run that failed with `d`,
+    /// given the recipes already applied to this run.
+    pub fn decide(
+        &mut self,
+        d: &Diagnosis,
+        attempt: u32,
+        fixes_already_applied: &[String],
+    ) -> Decision {
+        self.decide_for(None, d, attempt, fixes_already_applied)
+    }
+
+    /// As [`Policy::decide`], for a run of `commit`. The breaker counts commits, not runs:
+    /// the variants of one broken commit failing alike say nothing about the host.
+    pub fn decide_for(
+        &mut self,
+        commit: Option<&str>,
+        d: &Diagnosis,
+        attempt: u32,
+        fixes_already_applied: &[String],
+    ) -> Decision {
+        let cat = d.category;
+        let what = if d.predicted {
+            format!("{cat} (predicted)")
+        } else {
+            cat.to_string()
+        };
+        let recipe = d
+            .recipe
+            .as_deref()
+            .and_then(|n| self.recipes.get(n))
+            .or_else(|| self.recipes.for_category(cat));
+        let applied = recipe.is_some_and(|r| fixes_already_applied.iter().any(|a| a == &r.name));
+        let offer = |r: &crate::diagnose::Recipe| {
+            let caveat = if r.changes_measurement {
+                " (may change what is measured)"
+            } else {
+                ""
+            };
+            format!(
+                "press f to apply fix {}{caveat}, r to retry, s to skip",
+                r.name
+            )
+        };
+
+        let mut dec = match self.default_action(cat) {
+            Action::AutoFix => match recipe {
+                Some(r) if !applied => Decision {
+                    action: Action::AutoFix,
+                    recipe: Some(r.name.clone()),
+                    retry_after: None,
+                    pause_sweep: None,
+                    reason: format!("{what} — applying fix {}, then retry", r.name),
+                },
+                Some(r) => operator(
+                    None,
+                    format!(
+                        "{what} again after fix {} — waiting for operator (r to retry, s to skip)",
+                        r.name
+                    ),
+                ),
+                None => operator(
+                    None,
+                    format!("{what} — no fix recipe; waiting for operator (r to retry, s to skip)"),
+                ),
+            },
+            Action::Retry => {
+                let limit = self.retry_limit(cat);
+                if attempt <= limit {
+                    let wait = self.backoff(attempt);
+                    Decision {
+                        action: Action::Retry,
+                        recipe: None,
+                        retry_after: Some(wait),
+                        pause_sweep: None,
+                        reason: format!("{what} — retry {attempt}/{limit} in {}", fmt_secs(wait)),
+                    }
+                } else {
+                    operator(
+                        None,
+                        format!(
+                            "{what} — still failing after {limit} {} — waiting for operator (r to retry, s to skip)",
+                            if limit == 1 { "retry" } else { "retries" }
+                        ),
+                    )
+                }
+            }
+            Action::Operator => match recipe {
+                Some(r) if !applied => {
+                    operator(Some(r.name.clone()), format!("{what} — {}", offer(r)))
+                }
+                Some(r) => operator(
+                    None,
+                    format!(
+                        "{what} again after fix {} — waiting for operator (r to retry, s to skip)",
+                        r.name
+                    ),
+                ),
+                None => operator(
+                    None,
+                    format!("{what} — waiting for operator (r to retry, s to skip)"),
+                ),
+            },
+            Action::Skip => Decision {
+                action: Action::Skip,
+                recipe: None,
+                retry_after: None,
+                pause_sweep: None,
+                reason: format!(
+                    "{what} — cannot run on this commit; skipped (r retries it anyway)"
+                ),
+            },
+            Action::PauseSweep => {
+                let why =
+                    format!("{what} — host-level problem, every later run would fail the same way");
+                Decision {
+                    action: Action::PauseSweep,
+                    recipe: None,
+                    retry_after: None,
+                    pause_sweep: Some(why.clone()),
+                    reason: format!("{why}; sweep paused (space resumes)"),
+                }
+            }
+        };
+
+        // The breaker counts runs that end failing (not retries, fixes or skips).
+        let counts = matches!(dec.action, Action::Operator | Action::PauseSweep)
+            && !self.cfg.breaker_ignore.contains(&cat)
+            && !d.predicted;
+        if counts {
+            let n = match &self.streak {
+                Some((c, n, last)) if *c == cat => {
+                    let same_commit = commit.is_some() && last.as_deref() == commit;
+                    if same_commit {
+                        *n
+                    } else {
+                        n + 1
+                    }
+                }
+                _ => 1,
+            };
+            self.streak = Some((cat, n, commit.map(str::to_string)));
+            if self.cfg.breaker_threshold > 0 && n >= self.cfg.breaker_threshold {
+                let why = format!("breaker tripped: {n} × {cat} in a row");
+                dec.action = Action::PauseSweep;
+                dec.reason = format!("{}; {why} — sweep paused", dec.reason);
+                dec.pause_sweep = Some(why);
+                self.streak = None;
+            }
+        }
+        dec
+    }
+
+    /// A run succeeded: the failure streak is over.
+    pub fn record_success(&mut self) {
+        self.streak = None;
+    }
+}
+
+fn operator(recipe: Option<String>, reason: String) -> Decision {
+    Decision {
+        action: Action::Operator,
+        recipe,
+        retry_after: None,
+        pause_sweep: None,
+        reason,
+    }
+}
+
+fn fmt_secs(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 60 && s % 60 == 0 {
+        format!("{}m", s / 60)
+    } else if s >= 60 {
+        format!("{}m{}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn diag(c: Category) -> Diagnosis {
+        Diagnosis {
+            category: c,
+            evidence: "e".into(),
+            stream: None,
+            line_no: None,
+            recipe: None,
+            predicted: false,
+        }
+    }
+
+    fn policy(cfg: PolicyConfig) -> Policy {
+        Policy::new(cfg, Arc::new(RecipeBook::builtin()))
+    }
+
+    #[test]
+    fn every_category_has_a_default_action() {
+        let p = policy(PolicyConfig::default());
+        use Category::*;
+        let expect = [
+            (VersionPortBug, Action::Operator),
+            (Aimv2Conflict, Action::AutoFix),
+            (FaUtilsMissing, Action::AutoFix),
+            (NumpyAbi, Action::Operator),
+            (LogitsWarperImport, Action::Operator),
+            (PyairportsMissing, Action::Operator),
+            (CudaOom, Action::Retry),
+            (CudaGraphCaptureTimeout, Action::Retry),
+            (ServerStartTimeout, Action::Retry),
+            (BenchTimeout, Action::Retry),
+            (NoMetrics, Action::Retry),
+            (BrokenPipe, Action::Retry),
+            (NcclError, Action::Retry),
+            (DiskFull, Action::PauseSweep),
+            (NvidiaRuntimeMissing, Action::PauseSweep),
+            (GatedModelAuth, Action::PauseSweep),
+            (ModelArchUnsupported, Action::Skip),
+            (RopeScalingIncompatible, Action::Skip),
+            (AgentPatchFailed, Action::Skip),
+            (KvCacheTooSmall, Action::Operator),
+            (EngineCoreInitFailed, Action::Operator),
+            (ImageNotFound, Action::Operator),
+            (Other, Action::Operator),
+        ];
+        assert_eq!(expect.len(), Category::ALL.len());
+        for (c, a) in expect {
+            assert_eq!(p.default_action(c), a, "{c}");
+        }
+    }
+
+    #[test]
+    fn auto_fix_applies_once_then_asks() {
+        let mut p = policy(PolicyConfig::default());
+        let d = diag(Category::Aimv2Conflict);
+        let first = p.decide(&d, 1, &[]);
+        assert_eq!(first.action, Action::AutoFix);
+        assert_eq!(first.recipe.as_deref(), Some("aimv2-exist-ok"));
+        assert_eq!(
+            first.reason,
+            "aimv2_conflict — applying fix aimv2-exist-ok, then retry"
+        );
+        let again = p.decide(&d, 2, &["aimv2-exist-ok".to_string()]);
+        assert_eq!(again.action, Action::Operator);
+        assert_eq!(again.recipe, None);
+        assert!(
+            again.reason.contains("again after fix aimv2-exist-ok"),
+            "{}",
+            again.reason
+        );
+    }
+
+    #[test]
+    fn measurement_changing_fixes_are_offered_not_applied() {
+        let mut p = policy(PolicyConfig::default());
+        let d = p.decide(&diag(Category::NumpyAbi), 1, &[]);
+        assert_eq!(d.action, Action::Operator);
+        assert_eq!(d.recipe.as_deref(), Some("numpy-lt-2"));
+        assert!(
+            d.reason
+                .contains("press f to apply fix numpy-lt-2 (may change what is measured)"),
+            "{}",
+            d.reason
+        );
+
+        let mut p = policy(PolicyConfig {
+            allow_measurement_changing_fixes: true,
+            ..Default::default()
+        });
+        let d = p.decide(&diag(Category::NumpyAbi), 1, &[]);
+        assert_eq!(d.action, Action::AutoFix);
+    }
+
+    #[test]
+    fn retries_back_off_with_a_cap_then_go_to_the_operator() {
+        let mut p = policy(PolicyConfig {
+            max_retries: 4,
+            backoff_base_s: 30,
+            backoff_cap_s: 100,
+            breaker_threshold: 0,
+            ..Default::default()
+        });
+        let d = diag(Category::BrokenPipe);
+        let waits: Vec<_> = (1..=4)
+            .map(|a| p.decide(&d, a, &[]).retry_after.unwrap().as_secs())
+            .collect();
+        assert_eq!(waits, [30, 60, 100, 100]);
+        let fifth = p.decide(&d, 5, &[]);
+        assert_eq!(fifth.action, Action::Operator);
+        assert!(fifth.reason.contains("after 4 retries"), "{}", fifth.reason);
+        assert_eq!(p.backoff(200), Duration::from_secs(100));
+    }
+
+    #[test]
+    fn timeouts_and_no_metrics_retry_once() {
+        for c in [
+            Category::NoMetrics,
+            Category::BenchTimeout,
+            Category::ServerStartTimeout,
+        ] {
+            let mut p = policy(PolicyConfig::default());
+            let d1 = p.decide(&diag(c), 1, &[]);
+            assert_eq!(d1.action, Action::Retry, "{c}");
+            assert_eq!(d1.reason, format!("{c} — retry 1/1 in 30s"));
+            assert_eq!(p.decide(&diag(c), 2, &[]).action, Action::Operator, "{c}");
+        }
+    }
+
+    #[test]
+    fn skip_and_host_level_categories() {
+        let mut p = policy(PolicyConfig::default());
+        for c in [
+            Category::ModelArchUnsupported,
+            Category::RopeScalingIncompatible,
+        ] {
+            let d = p.decide(&diag(c), 1, &[]);
+            assert_eq!(d.action, Action::Skip);
+            assert!(d.pause_sweep.is_none());
+        }
+        let d = p.decide(&diag(Category::NvidiaRuntimeMissing), 1, &[]);
+        assert_eq!(d.action, Action::PauseSweep);
+        assert!(d.pause_sweep.unwrap().contains("nvidia_runtime_missing"));
+    }
+
+    #[test]
+    fn port_bug_waits_for_the_operator_by_default_and_can_be_skipped() {
+        let mut p = policy(PolicyConfig::default());
+        let pred = crate::diagnose::predict_port_bug("0.6.4.post2.dev218", true).unwrap();
+        let d = p.decide(&pred, 1, &[]);
+        assert_eq!(d.action, Action::Operator);
+        assert_eq!(d.recipe.as_deref(), Some("port-bug-spawn"));
+        assert!(
+            d.reason
+                .starts_with("version_port_bug (predicted) — press f to apply fix port-bug-spawn"),
+            "{}",
+            d.reason
+        );
+
+        let cfg =
+            PolicyConfig::from_toml("[actions]\nversion_port_bug = \"skip\"\n", "policy.toml")
+                .unwrap();
+        let mut p = policy(cfg);
+        assert_eq!(p.decide(&pred, 1, &[]).action, Action::Skip);
+    }
+
+    #[test]
+    fn config_rejects_unknown_fields_with_a_location() {
+        let e =
+            PolicyConfig::from_toml("max_retries = 3\nbreaker = 2\n", "policy.toml").unwrap_err();
+        assert!(e.to_string().starts_with("policy.toml:2:"), "{e}");
+        let e = PolicyConfig::from_toml("[actions]\ncuda_oom = \"explode\"\n", "policy.toml")
+            .unwrap_err();
+        assert!(e.to_string().starts_with("policy.toml:2:"), "{e}");
+        let c =
+            PolicyConfig::from_toml("breaker_threshold = 5\n[retry_limits]\ncuda_oom = 0\n", "p")
+                .unwrap();
+        assert_eq!(c.breaker_threshold, 5);
+        assert_eq!(policy(c).retry_limit(Category::CudaOom), 0);
+    }
+
+    #[test]
+    fn breaker_trips_after_n_runs_in_a_row() {
+        let mut p = policy(PolicyConfig::default());
+        let d = diag(Category::CudaOom);
+        // Retries do not count; each run ends at the operator after one retry.
+        for run in 1..=3 {
+            assert_eq!(p.decide(&d, 1, &[]).action, Action::Retry);
+            let end = p.decide(&d, 2, &[]);
+            if run < 3 {
+                assert_eq!(end.action, Action::Operator, "run {run}");
+                assert!(end.pause_sweep.is_none());
+            } else {
+                assert_eq!(end.action, Action::PauseSweep);
+                assert_eq!(
+                    end.pause_sweep.as_deref(),
+                    Some("breaker tripped: 3 × cuda_oom in a row")
+                );
+                assert!(end.reason.contains("breaker tripped"), "{}", end.reason);
+            }
+        }
+        // Tripping resets the streak.
+        assert_eq!(p.decide(&d, 2, &[]).action, Action::Operator);
+    }
+
+    #[test]
+    fn breaker_resets_on_success_and_on_a_different_category() {
+        let mut p = policy(PolicyConfig::default());
+        let oom = diag(Category::KvCacheTooSmall);
+        p.decide(&oom, 1, &[]);
+        p.decide(&oom, 1, &[]);
+        p.record_success();
+        assert_eq!(p.decide(&oom, 1, &[]).action, Action::Operator);
+        p.decide(&oom, 1, &[]);
+        p.decide(&diag(Category::Other), 1, &[]);
+        assert_eq!(p.decide(&oom, 1, &[]).action, Action::Operator);
+        // Ignored categories (per-commit problems) neither count nor break a streak.
+        p.decide(&oom, 1, &[]);
+        for _ in 0..5 {
+            assert_eq!(
+                p.decide(&diag(Category::ImageNotFound), 1, &[]).action,
+                Action::Operator
+            );
+        }
+        assert_eq!(p.decide(&oom, 1, &[]).action, Action::PauseSweep);
+    }
+
+    #[test]
+    fn breaker_can_be_disabled() {
+        let mut p = policy(PolicyConfig {
+            breaker_threshold: 0,
+            ..Default::default()
+        });
+        for _ in 0..10 {
+            assert_eq!(
+                p.decide(&diag(Category::Other), 1, &[]).action,
+                Action::Operator
+            );
+        }
+    }
 }

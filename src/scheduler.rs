@@ -143,7 +143,7 @@ mod tests {
                     pool.release(&ids);
                 } else {
                     let c = [cand(0, 0, 0, need, false)];
-                    if let Some(_) = pick(&c, &pool) {
+                    if pick(&c, &pool).is_some() {
                         let ids = pool.take(need, &[]).expect("pick said it fits");
                         held.push(ids);
                     } else {

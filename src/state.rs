@@ -28,12 +28,6 @@ pub struct RunRecord {
     pub detail: Option<String>,
 }
 
-impl Default for RunState {
-    fn default() -> Self {
-        RunState::Queued
-    }
-}
-
 #[derive(Debug, Clone, Default)]
 pub struct SweepState {
     pub runs: Vec<RunRecord>,

@@ -1,109 +1,115 @@
-//! TEMPORARY minimal diagnosis (replaced by the diagnosis issue's module; same API).
+//! Failure diagnosis: which category a failed attempt belongs to, the line that proves it,
+//! and the recipe that may fix it. Pure: fed log lines and facts, no Docker, no disk.
+//!
+//! * [`Catalog`]: signatures as data (catalog.toml, embedded; operator overrides).
+//! * [`Scanner`]: streaming, bounded state per attempt; [`Scanner::conclude`] combines what
+//!   it saw with the [`FailureContext`] (stage, exit code, timeouts, pull/patch facts).
+//! * [`predict_port_bug`]: plan-load-time prediction of vLLM's port-binding bug (#8791).
+//! * [`RecipeBook`]: fix recipes as data (recipes.toml, embedded; operator overrides).
+
+pub mod catalog;
+pub mod cli;
+pub mod context;
+pub mod predict;
+pub mod recipe;
+mod scanner;
+pub mod text;
+
+pub use catalog::{Catalog, EvidencePick, Signature};
+pub use context::FailureContext;
+pub use predict::{port_bug_affected, predict_port_bug, PyVersion};
+pub use recipe::{Recipe, RecipeBook, RecipeScope, Step};
+pub use scanner::Scanner;
+
 use crate::category::Category;
-use crate::model::{Stage, Stream};
+use crate::model::Stream;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
+/// Why an attempt failed, and the line that proves it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Diagnosis {
     pub category: Category,
+    /// The deciding log line as written (ANSI and prefixes kept), or for facts that are
+    /// not in any log (a timeout, a prediction) a sentence stating the fact.
     pub evidence: String,
     pub stream: Option<Stream>,
+    /// 1-based, counted over every line fed to the scanner (in file mode: the file line).
     pub line_no: Option<u64>,
+    /// The fix recipe this diagnosis offers, if any.
     pub recipe: Option<String>,
+    /// True for a plan-load-time prediction that no run has confirmed yet.
     pub predicted: bool,
 }
 
-#[derive(Default)]
-pub struct Catalog;
-impl Catalog {
-    pub fn builtin() -> Self {
-        Catalog
-    }
+/// An error in a catalog, recipe or policy file, located as `origin:line:col`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}:{line}:{col}: {message}")]
+pub struct DataError {
+    pub origin: String,
+    pub line: usize,
+    pub col: usize,
+    pub message: String,
 }
 
-#[derive(Debug, Default, Clone)]
-pub struct FailureContext {
-    pub stage: Option<Stage>,
-    pub exit_code: Option<i64>,
-    pub signal: Option<String>,
-    pub timed_out: bool,
-    pub serving: bool,
-    pub vllm_version: Option<String>,
-    pub bench_finished: bool,
-    pub has_result: bool,
-    pub successful_requests: Option<f64>,
-    pub patch_failed: bool,
-    pub pull_error: Option<String>,
-    pub image_missing: bool,
-    pub disk_full: bool,
-}
+pub type CatalogError = DataError;
+pub type RecipeError = DataError;
 
-pub struct Scanner {
-    last_error: Option<(Stream, String)>,
-}
-
-impl Scanner {
-    pub fn new(_catalog: Arc<Catalog>) -> Self {
-        Scanner { last_error: None }
-    }
-    pub fn feed(&mut self, stream: Stream, line: &str) {
-        if line.contains("Error") || line.contains("ERROR") {
-            self.last_error = Some((stream, line.to_string()));
+impl DataError {
+    /// Locates byte `offset` of `text` (1-based line and column, columns in characters).
+    pub fn at(origin: &str, text: &str, offset: usize, message: impl Into<String>) -> Self {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let before = &text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        DataError {
+            origin: origin.to_string(),
+            line,
+            col,
+            message: message.into(),
         }
     }
-    pub fn conclude(&self, ctx: &FailureContext) -> Option<Diagnosis> {
-        let cat = if ctx.image_missing {
-            Category::ImageNotFound
-        } else if ctx.disk_full {
-            Category::DiskFull
-        } else if ctx.patch_failed {
-            Category::AgentPatchFailed
-        } else if ctx.timed_out && ctx.stage == Some(Stage::LoadingServer) {
-            Category::ServerStartTimeout
-        } else if ctx.timed_out {
-            Category::BenchTimeout
-        } else if ctx.bench_finished && ctx.exit_code == Some(0) && !ctx.has_result {
-            Category::NoMetrics
-        } else if ctx.bench_finished
-            && ctx.exit_code == Some(0)
-            && ctx.successful_requests != Some(0.0)
-        {
-            return None;
-        } else {
-            Category::Other
-        };
-        Some(Diagnosis {
-            category: cat,
-            evidence: self
-                .last_error
-                .as_ref()
-                .map(|e| e.1.clone())
-                .unwrap_or_default(),
-            stream: self.last_error.as_ref().map(|e| e.0),
-            line_no: None,
+}
+
+/// File mode: classify a whole log with no context. Streams are guessed per line; when no
+/// signature matches, the result is `other` with the most error-like line as evidence.
+pub fn diagnose_text(catalog: &Catalog, text: &[u8]) -> Diagnosis {
+    let text = String::from_utf8_lossy(text);
+    let mut sc = Scanner::file_mode(Arc::new(catalog.clone()));
+    for line in text.split('\n') {
+        sc.feed_guessed(line);
+    }
+    sc.conclude_file()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_error_positions() {
+        let e = DataError::at("f.toml", "ab\ncdé\nx", 7, "m");
+        assert_eq!((e.line, e.col), (2, 4));
+        assert_eq!(e.to_string(), "f.toml:2:4: m");
+        let e = DataError::at("f", "abc", 0, "m");
+        assert_eq!((e.line, e.col), (1, 1));
+    }
+
+    #[test]
+    fn diagnosis_serde_round_trip() {
+        let d = Diagnosis {
+            category: Category::CudaOom,
+            evidence: "x".into(),
+            stream: Some(Stream::Server),
+            line_no: Some(3),
             recipe: None,
             predicted: false,
-        })
-    }
-}
-
-pub fn predict_port_bug(_version: &str, _serving: bool) -> Option<Diagnosis> {
-    None
-}
-
-pub mod cli {
-    pub fn main(
-        files: &[std::path::PathBuf],
-        _json: bool,
-        _out: &mut dyn std::io::Write,
-        err: &mut dyn std::io::Write,
-    ) -> i32 {
-        let _ = writeln!(
-            err,
-            "diagnose: {} files: not built yet (issue #4)",
-            files.len()
-        );
-        2
+        };
+        let j = serde_json::to_string(&d).unwrap();
+        assert!(j.contains("\"cuda_oom\""));
+        assert_eq!(serde_json::from_str::<Diagnosis>(&j).unwrap(), d);
     }
 }

@@ -7,7 +7,7 @@ pub mod logs;
 pub mod observer;
 
 use crate::category::{Action, Category};
-use crate::diagnose::{self, Catalog, FailureContext, Scanner};
+use crate::diagnose::{self, Catalog, FailureContext, RecipeBook, RecipeScope, Scanner};
 use crate::event::{now_ms, Command, Envelope, Event, Finding};
 use crate::model::{Outcome, RunId, RunState, Stage, Stream};
 use crate::parse::{self, StreamParser};
@@ -67,6 +67,7 @@ pub struct Engine {
     pool: GpuPool,
     policy: Policy,
     catalog: Arc<Catalog>,
+    recipes: Arc<RecipeBook>,
     observers: Vec<Box<dyn Observer>>,
     seq: u64,
     active: HashMap<RunId, Active>,
@@ -78,6 +79,8 @@ pub struct Engine {
     /// Plan-time predictions (e.g. the port-binding bug), shown before the night starts.
     predicted: HashMap<RunId, Finding>,
     gpu_ms: u128,
+    /// Multiplies policy delays (backoff): 1 for real runtimes, 1/speed for the sim.
+    time_scale: f64,
     cmd_rx: mpsc::UnboundedReceiver<Command>,
     msg_tx: mpsc::Sender<(RunId, u32, RuntimeMsg)>,
     msg_rx: mpsc::Receiver<(RunId, u32, RuntimeMsg)>,
@@ -95,14 +98,16 @@ impl Engine {
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let (msg_tx, msg_rx) = mpsc::channel(4096);
         let state = SweepState::for_plan(&plan);
+        let recipes = Arc::new(RecipeBook::builtin());
         let engine = Engine {
             pool: GpuPool::new(opts.gpus),
             plan,
             runtime,
             opts,
             state,
-            policy: Policy::new(PolicyConfig::default()),
+            policy: Policy::new(PolicyConfig::default(), recipes.clone()),
             catalog: Arc::new(Catalog::builtin()),
+            recipes,
             observers: Vec::new(),
             seq: 0,
             active: HashMap::new(),
@@ -111,6 +116,7 @@ impl Engine {
             commit_env: HashMap::new(),
             predicted: HashMap::new(),
             gpu_ms: 0,
+            time_scale: 1.0,
             cmd_rx,
             msg_tx,
             msg_rx,
@@ -118,13 +124,27 @@ impl Engine {
         (engine, cmd_tx)
     }
 
-    pub fn with_policy(mut self, policy: Policy) -> Self {
-        self.policy = policy;
+    /// Operator configuration: policy per category, extra signatures and recipes.
+    pub fn with_diagnosis(
+        mut self,
+        cfg: PolicyConfig,
+        catalog: Arc<Catalog>,
+        recipes: Arc<RecipeBook>,
+    ) -> Self {
+        self.policy = Policy::new(cfg, recipes.clone());
+        self.catalog = catalog;
+        self.recipes = recipes;
         self
     }
 
-    pub fn with_catalog(mut self, catalog: Arc<Catalog>) -> Self {
-        self.catalog = catalog;
+    /// Scale policy delays (retry backoff) to the runtime's clock: the sim at 100× waits
+    /// a hundredth of the real backoff, at max speed none.
+    pub fn with_time_scale(mut self, scale: f64) -> Self {
+        self.time_scale = if scale.is_finite() {
+            scale.max(0.0)
+        } else {
+            1.0
+        };
         self
     }
 
@@ -467,8 +487,8 @@ impl Engine {
             .unwrap_or_default();
         let fixes = self.pending_fixes.remove(&id).unwrap_or_default();
         for f in &fixes {
-            if let Some(e) = fix_env(f) {
-                env.extend(e);
+            if let Some(r) = self.recipes.get(f) {
+                env.extend(r.env.clone());
             }
         }
         let seed = mix(self.opts.seed, &spec.key, attempt);
@@ -689,7 +709,9 @@ impl Engine {
                 predicted: false,
             });
         let applied = self.state.run(run).fixes.clone();
-        let decision = self.policy.decide(&diagnosis, attempt, &applied);
+        let decision = self
+            .policy
+            .decide_for(Some(&commit.commit), &diagnosis, attempt, &applied);
         let category = diagnosis.category;
         let finding = Finding {
             category,
@@ -719,7 +741,10 @@ impl Engine {
         match decision.action {
             Action::Retry => {
                 self.set_state(run, failed, Some(decision.reason.clone()))?;
-                let delay = decision.retry_after.unwrap_or_default();
+                let delay = decision
+                    .retry_after
+                    .unwrap_or_default()
+                    .mul_f64(self.time_scale);
                 self.not_before.insert(run, Instant::now() + delay);
                 self.set_state(
                     run,
@@ -730,7 +755,7 @@ impl Engine {
             Action::AutoFix => {
                 self.set_state(run, failed, Some(decision.reason.clone()))?;
                 if let Some(r) = &finding.recipe {
-                    self.queue_fix(run, r);
+                    self.queue_fix(run, r)?;
                 }
                 self.set_state(
                     run,
@@ -763,16 +788,56 @@ impl Engine {
         Ok(())
     }
 
-    fn queue_fix(&mut self, run: RunId, recipe: &str) {
-        let spec = &self.plan.runs[run.0 as usize];
-        if let Some(env) = fix_env(recipe) {
-            // Commit-scope workarounds apply to every variant so they stay comparable.
-            self.commit_env.entry(spec.commit).or_default().extend(env);
-        }
+    fn queue_fix(&mut self, run: RunId, recipe: &str) -> anyhow::Result<()> {
+        let commit = self.plan.runs[run.0 as usize].commit;
         self.pending_fixes
             .entry(run)
             .or_default()
             .push(recipe.to_string());
+        let Some(r) = self.recipes.get(recipe) else {
+            return Ok(());
+        };
+        let already = self
+            .commit_env
+            .get(&commit)
+            .is_some_and(|e| r.env.iter().all(|(k, v)| e.get(k) == Some(v)));
+        if r.scope != RecipeScope::Commit || already {
+            return Ok(());
+        }
+        // Commit-scope workarounds apply to every variant so they stay comparable: variants
+        // that already ended without it run again with it.
+        let env = r.env.clone();
+        self.commit_env.entry(commit).or_default().extend(env);
+        let siblings: Vec<RunId> = self
+            .plan
+            .runs
+            .iter()
+            .filter(|s| s.commit == commit && s.id != run && s.skip_reason.is_none())
+            .map(|s| s.id)
+            .collect();
+        for id in siblings {
+            let ended = matches!(
+                self.state.run(id).state,
+                RunState::Held { .. }
+                    | RunState::Finished {
+                        outcome: Outcome::Success | Outcome::Failed { .. }
+                    }
+            );
+            if ended {
+                self.pending_fixes
+                    .entry(id)
+                    .or_default()
+                    .push(recipe.to_string());
+                self.set_state(
+                    id,
+                    RunState::Queued,
+                    Some(format!(
+                        "re-run with commit-wide fix {recipe} so the variants stay comparable"
+                    )),
+                )?;
+            }
+        }
+        Ok(())
     }
 
     fn on_command(&mut self, cmd: Command) -> anyhow::Result<()> {
@@ -851,7 +916,7 @@ impl Engine {
         let st = self.state.run(run).state.clone();
         if matches!(st, RunState::Held { .. } | RunState::Finished { .. }) {
             if let Some(f) = &fix {
-                self.queue_fix(run, f);
+                self.queue_fix(run, f)?;
             }
             self.not_before.remove(&run);
             let detail = match fix {
@@ -877,18 +942,6 @@ impl Engine {
             self.set_state(run, to, Some(reason.into()))?;
         }
         Ok(())
-    }
-}
-
-/// Environment a recipe adds (commit-scope workarounds). Recipes that edit the image are
-/// applied by the runtime instead.
-fn fix_env(recipe: &str) -> Option<BTreeMap<String, String>> {
-    match recipe {
-        "port-bug-spawn" => Some(BTreeMap::from([(
-            "VLLM_WORKER_MULTIPROC_METHOD".to_string(),
-            "spawn".to_string(),
-        )])),
-        _ => None,
     }
 }
 

@@ -219,12 +219,17 @@ impl CommandView {
     /// The placeholder and optional-bracket rules of the plan format. Env values are exempt.
     pub fn problems(&self) -> Vec<CommandProblem> {
         let mut out = Vec::new();
+        let bracket = |t: &str| t.starts_with("[-");
         for f in &self.flags {
-            if f.name.starts_with("[-") {
+            if let Some(t) = std::iter::once(f.name.as_str())
+                .chain(f.value.as_deref())
+                .find(|t| bracket(t))
+            {
                 out.push(CommandProblem {
                     rule: "optional_brackets",
-                    detail: format!("`{}` is an optional-argument template, not a flag", f.name),
+                    detail: format!("`{t}` is an optional-argument template, not an argument"),
                 });
+                continue;
             }
             if let Some(v) = &f.value {
                 if let Some(why) = placeholder_reason(v, &f.name) {
@@ -233,24 +238,23 @@ impl CommandView {
                         detail: format!("{} {v}: {why}", f.name),
                     });
                 }
-                if v.ends_with(']') && !v.starts_with('[') && f.name.starts_with("[-") {
-                    continue;
-                }
             }
         }
         for p in &self.positional {
-            if p.starts_with("[-")
-                || (p.ends_with(']') && self.flags.iter().any(|f| f.name.starts_with("[-")))
-            {
-                continue;
-            }
-            if let Some(why) = placeholder_reason(p, "") {
+            if bracket(p) {
+                out.push(CommandProblem {
+                    rule: "optional_brackets",
+                    detail: format!("`{p}` is an optional-argument template, not an argument"),
+                });
+            } else if let Some(why) = placeholder_reason(p, "") {
                 out.push(CommandProblem {
                     rule: "placeholder",
                     detail: format!("{p}: {why}"),
                 });
             }
         }
+        // The bracket rule is the more specific diagnosis when both apply.
+        out.sort_by_key(|p| p.rule != "optional_brackets");
         out
     }
 }

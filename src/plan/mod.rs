@@ -541,7 +541,7 @@ impl Builder {
 
     fn images(&mut self, raw: &RawPlan, src: &SourceFile) -> Images {
         let (img, span) = match &raw.images {
-            Some(s) => (Some(s.get_ref()), s.span()),
+            Some(s) => (Some(s.get_ref()), table_extent(&src.text, s.span())),
             None => (None, 0..0),
         };
         let pick = |f: fn(&raw::RawImages) -> &Option<String>, dflt: &str| {
@@ -632,7 +632,7 @@ impl Builder {
             },
         };
         for key in rc.images.keys() {
-            if !is_variant_selector(key) || key == "agent" && false {
+            if !is_variant_selector(key) {
                 self.error(fl.loc("images"), Some(&commit), "images", format!("images override for unknown variant `{key}` (expected baseline, human, agent or agent:<id>)"));
             }
         }

@@ -46,6 +46,16 @@ pub struct SimRuntime {
     pulled: Mutex<HashSet<String>>,
 }
 
+impl Speed {
+    /// How engine delays (retry backoff) scale on this clock.
+    pub fn time_scale(self) -> f64 {
+        match self {
+            Speed::Max => 0.0,
+            Speed::Factor(f) => 1.0 / f,
+        }
+    }
+}
+
 impl SimRuntime {
     pub fn new(speed: Speed) -> Self {
         SimRuntime {

@@ -75,6 +75,8 @@ pub struct TuiOptions {
     /// Synthesize GPU samples (sim runtime) instead of asking NVML.
     pub simulate_gpus: bool,
     pub log_dir: Option<PathBuf>,
+    /// The state the engine resumes from (the store), so the first events fold onto it.
+    pub initial_state: Option<crate::state::SweepState>,
 }
 
 impl TuiOptions {
@@ -112,6 +114,7 @@ impl TuiOptions {
             gpu_period: Duration::from_millis(cfg.gpu_sample_ms),
             simulate_gpus,
             log_dir,
+            initial_state: None,
         })
     }
 }
@@ -153,63 +156,92 @@ pub fn demo(args: DemoArgs) -> i32 {
         Arc::new(SimRuntime::new(speed)),
         args.gpus,
         args.seed,
+        speed.time_scale(),
         opts,
     )
 }
 
-/// `nightshift run PLAN` without `--headless`.
-pub fn run_plan(
-    plan: Arc<Plan>,
-    runtime: Arc<dyn Runtime>,
-    gpus: u32,
-    seed: u64,
-    log_dir: Option<PathBuf>,
-) -> i32 {
-    let simulate = runtime.name() == "sim";
-    let log_dir = log_dir.or_else(|| {
-        let base = std::env::var_os("XDG_DATA_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))?;
-        Some(base.join("nightshift").join(&plan.name).join("logs"))
-    });
-    let opts = match TuiOptions::load(None, None, simulate, log_dir) {
+/// `nightshift run PLAN` without `--headless`: the same store and resume as headless
+/// (`crate::store::cli::run_headless`), with the TUI as the view.
+pub fn run_plan(a: crate::store::cli::RunArgs) -> i32 {
+    use crate::store::resume::{self, ResumeOptions};
+    if !std::io::stdout().is_terminal() {
+        eprintln!("error: the TUI needs a terminal (use `nightshift run --headless` for logs)");
+        return 2;
+    }
+    let retry_failed = match &a.retry_failed {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(c)) if c == "all" || c.is_empty() => Some(None),
+        Some(Some(c)) => match c.parse::<crate::category::Category>() {
+            Ok(c) => Some(Some(c)),
+            Err(e) => {
+                eprintln!("error: --retry-failed: {e}");
+                return 2;
+            }
+        },
+    };
+    let dir = match crate::store::cli::resolve_dir(a.store.clone(), &a.plan.name) {
+        Ok(d) => d,
+        Err(c) => return c,
+    };
+    let store = match crate::store::cli::open_for_run(&dir, &a.plan) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let ropts = ResumeOptions {
+        retry_failed,
+        rerun_changed: a.rerun_changed,
+    };
+    let (obs, state, rep) = match resume::prepare(store, &a.plan, &ropts) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: store {}: {e:#}", dir.display());
+            return 2;
+        }
+    };
+    println!("store {}", dir.display());
+    for l in rep.lines() {
+        println!("{l}");
+    }
+    let log_dir = a.log_dir.clone().unwrap_or_else(|| obs.store().logs_dir());
+    let obs = obs.log_dir(Some(log_dir.clone()));
+    let simulate = a.runtime.name() == "sim";
+    let mut opts = match TuiOptions::load(None, None, simulate, Some(log_dir.clone())) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e:#}");
             return 2;
         }
     };
-    start(plan, runtime, gpus, seed, opts)
+    opts.initial_state = Some(state.clone());
+    let plan = a.plan.clone();
+    let (engine, cmds) = Engine::new(
+        plan.clone(),
+        a.runtime,
+        EngineOptions {
+            gpus: a.gpus,
+            seed: a.seed,
+            wait_for_operator: true,
+        },
+    );
+    let mut engine = engine.with_state(state).with_time_scale(a.time_scale);
+    let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
+    // Logs first: their files are closed before the store records them.
+    engine.observe(Box::new(crate::engine::logs::LogWriter::new(log_dir, keys)));
+    engine.observe(Box::new(obs));
+    finish(block_on(run_tui(plan, engine, cmds, opts)))
 }
 
-fn start(
-    plan: Arc<Plan>,
-    runtime: Arc<dyn Runtime>,
-    gpus: u32,
-    seed: u64,
-    opts: TuiOptions,
-) -> i32 {
-    if !std::io::stdout().is_terminal() {
-        eprintln!("error: the TUI needs a terminal (use `nightshift run --headless` for logs)");
-        return 2;
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .expect("tokio runtime");
-    let result = rt.block_on(async move {
-        let (engine, cmds) = Engine::new(
-            plan.clone(),
-            runtime,
-            EngineOptions {
-                gpus,
-                seed,
-                wait_for_operator: true,
-            },
-        );
-        run_tui(plan, engine, cmds, opts).await
-    });
+        .expect("tokio runtime")
+        .block_on(f)
+}
+
+fn finish(result: anyhow::Result<TuiExit>) -> i32 {
     match result {
         Ok(exit) => {
             println!(
@@ -231,6 +263,40 @@ fn start(
     }
 }
 
+fn start(
+    plan: Arc<Plan>,
+    runtime: Arc<dyn Runtime>,
+    gpus: u32,
+    seed: u64,
+    time_scale: f64,
+    opts: TuiOptions,
+) -> i32 {
+    if !std::io::stdout().is_terminal() {
+        eprintln!("error: the TUI needs a terminal (use `nightshift run --headless` for logs)");
+        return 2;
+    }
+    finish(block_on(async move {
+        let (engine, cmds) = Engine::new(
+            plan.clone(),
+            runtime,
+            EngineOptions {
+                gpus,
+                seed,
+                wait_for_operator: true,
+            },
+        );
+        let mut engine = engine.with_time_scale(time_scale);
+        if let Some(dir) = &opts.log_dir {
+            let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
+            engine.observe(Box::new(crate::engine::logs::LogWriter::new(
+                dir.clone(),
+                keys,
+            )));
+        }
+        run_tui(plan, engine, cmds, opts).await
+    }))
+}
+
 /// The TUI over a sweep: returns when the operator quits or a signal arrives.
 pub async fn run_tui(
     plan: Arc<Plan>,
@@ -249,6 +315,9 @@ pub async fn run_tui(
     }
     let mut app = App::new(plan.clone(), 8, opts.theme.clone(), opts.keymap.clone());
     app.log_dir = opts.log_dir.clone();
+    if let Some(st) = opts.initial_state.clone() {
+        app.state = st;
+    }
     let shutdown = CancellationToken::new();
     let mut engine_task = tokio::spawn(engine.run(shutdown.clone()));
     let (gtx, mut grx) = tokio::sync::mpsc::unbounded_channel();

@@ -1,0 +1,142 @@
+//! `nightshift diagnose FILE... [--json]` (design.md §3).
+
+use super::{diagnose_text, text, Catalog, Diagnosis, RecipeBook};
+use crate::policy::{Policy, PolicyConfig};
+use serde::Serialize;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Serialize)]
+struct JsonLine<'a> {
+    file: String,
+    category: &'a str,
+    evidence: &'a str,
+    action: &'a str,
+    recipe: Option<&'a str>,
+}
+
+/// Exit 0 when every file got a diagnosis, 2 when a file could not be read (the other
+/// files are still diagnosed).
+pub fn main(files: &[PathBuf], json: bool, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let catalog = Catalog::builtin();
+    let recipes = Arc::new(RecipeBook::builtin());
+    let policy = Policy::new(PolicyConfig::default(), Arc::clone(&recipes));
+    let mut status = 0;
+    if files.is_empty() {
+        let _ = writeln!(err, "nightshift diagnose: no files given");
+        return 2;
+    }
+    for f in files {
+        let bytes = match std::fs::read(f) {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = writeln!(err, "nightshift diagnose: {}: {e}", f.display());
+                status = 2;
+                continue;
+            }
+        };
+        let d = diagnose_text(&catalog, &bytes);
+        let action = policy.default_action(d.category);
+        let recipe = d
+            .recipe
+            .clone()
+            .or_else(|| recipes.for_category(d.category).map(|r| r.name.clone()));
+        let res = if json {
+            let line = JsonLine {
+                file: f.display().to_string(),
+                category: d.category.as_str(),
+                evidence: &d.evidence,
+                action: action.as_str(),
+                recipe: recipe.as_deref(),
+            };
+            serde_json::to_string(&line)
+                .map_err(std::io::Error::other)
+                .and_then(|s| writeln!(out, "{s}"))
+        } else {
+            human(out, f, &d, action.as_str(), recipe.as_deref(), &recipes)
+        };
+        if res.is_err() {
+            return 2;
+        }
+    }
+    status
+}
+
+fn human(
+    out: &mut dyn Write,
+    f: &std::path::Path,
+    d: &Diagnosis,
+    action: &str,
+    recipe: Option<&str>,
+    recipes: &RecipeBook,
+) -> std::io::Result<()> {
+    writeln!(out, "{}", f.display())?;
+    writeln!(out, "  category: {}", d.category)?;
+    let ev = text::clean(&d.evidence);
+    // Control characters never reach the terminal.
+    let ev: String = ev
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    match d.line_no {
+        Some(n) => writeln!(out, "  evidence: line {n}: {}", ev.trim())?,
+        None => writeln!(out, "  evidence: {}", ev.trim())?,
+    }
+    writeln!(out, "  action:   {action}")?;
+    match recipe.and_then(|r| recipes.get(r)) {
+        Some(r) => {
+            let caveat = if r.changes_measurement {
+                " (may change what is measured)"
+            } else {
+                ""
+            };
+            writeln!(out, "  recipe:   {}{caveat}", r.name)?;
+            writeln!(out, "            {}", r.description)?;
+        }
+        None => writeln!(out, "  recipe:   -")?,
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_and_human_output_and_unreadable_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.log");
+        std::fs::write(
+            &p,
+            "Traceback (most recent call last):\nValueError: 'aimv2' is already used by a Transformers config, pick another name.\n",
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        assert_eq!(main(std::slice::from_ref(&p), true, &mut out, &mut err), 0);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["category"], "aimv2_conflict");
+        assert_eq!(v["action"], "auto_fix");
+        assert_eq!(v["recipe"], "aimv2-exist-ok");
+        assert!(v["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("'aimv2' is already used"));
+        assert_eq!(v["file"], p.display().to_string());
+
+        let mut out = Vec::new();
+        assert_eq!(main(std::slice::from_ref(&p), false, &mut out, &mut err), 0);
+        let s = String::from_utf8(out).unwrap();
+        assert!(
+            s.contains("category: aimv2_conflict") && s.contains("recipe:   aimv2-exist-ok"),
+            "{s}"
+        );
+
+        let mut out = Vec::new();
+        let missing = dir.path().join("nope.log");
+        assert_eq!(main(&[missing, p], true, &mut out, &mut err), 2);
+        assert_eq!(String::from_utf8(out).unwrap().lines().count(), 1);
+        assert!(String::from_utf8(err).unwrap().contains("nope.log"));
+    }
+}

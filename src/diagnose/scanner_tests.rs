@@ -1,0 +1,521 @@
+//! Per-signature positives and near-miss negatives, and the streaming/context rules.
+
+use super::*;
+use crate::diagnose::diagnose_text;
+
+fn cat() -> Arc<Catalog> {
+    Arc::new(Catalog::builtin())
+}
+
+fn file(text: &str) -> Diagnosis {
+    diagnose_text(&Catalog::builtin(), text.as_bytes())
+}
+
+/// (expected category, a line that must match, a near miss that must not give it)
+const CASES: &[(Category, &str, &str)] = &[
+    (
+        Category::Aimv2Conflict,
+        "ValueError: 'aimv2' is already used by a Transformers config, pick another name.",
+        "ValueError: 'qwen3' is already used by a Transformers config, pick another name.",
+    ),
+    (
+        Category::NumpyAbi,
+        "A module that was compiled using NumPy 1.x cannot be run in",
+        "ModuleNotFoundError: No module named 'numpy'",
+    ),
+    (
+        Category::NumpyAbi,
+        "ModuleNotFoundError: No module named 'numpy.lib.function_base'",
+        "INFO numpy version 1.26.4 detected",
+    ),
+    (
+        Category::LogitsWarperImport,
+        "ImportError: cannot import name 'LogitsWarper' from 'transformers.generation.logits_process'",
+        "ImportError: cannot import name 'LogitsProcessor' from 'transformers'",
+    ),
+    (
+        Category::PyairportsMissing,
+        "ModuleNotFoundError: No module named 'pyairports'",
+        "ModuleNotFoundError: No module named 'pycountry'",
+    ),
+    (
+        Category::FaUtilsMissing,
+        "ModuleNotFoundError: No module named 'vllm.vllm_flash_attn.fa_utils'",
+        "ModuleNotFoundError: No module named 'vllm.vllm_flash_attn'",
+    ),
+    (
+        Category::CudaOom,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.1 GiB",
+        "INFO 01-01 00:00:00 worker.py:1] To avoid CUDA out of memory, lower --gpu-memory-utilization",
+    ),
+    (
+        Category::CudaOom,
+        "RuntimeError: CUDA error: out of memory",
+        "INFO 01-01 00:00:00 a.py:1] CUDA memory usage: 12.5 GiB",
+    ),
+    (
+        Category::KvCacheTooSmall,
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+        "    raise ValueError(\"No available memory for the cache blocks. \"",
+    ),
+    (
+        Category::KvCacheTooSmall,
+        "(EngineCore_0 pid=1) INFO 09-06 03:10:08 [gpu_worker.py:276] Available KV cache memory: -0.53 GiB",
+        "(EngineCore_0 pid=1) INFO 09-06 03:10:08 [gpu_worker.py:276] Available KV cache memory: 30.53 GiB",
+    ),
+    (
+        Category::NcclError,
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+        "ERROR 06-17 06:23:53 pynccl.py:53] Failed to load NCCL library from libnccl.so.2 .It is expected if you are not running on NVIDIA/AMD GPUs.",
+    ),
+    (
+        Category::ModelArchUnsupported,
+        "ValueError: Model architectures ['Gemma2ForCausalLM'] are not supported for now. Supported architectures: ['LlamaForCausalLM']",
+        "INFO 01-01 00:00:00 a.py:1] Resolved architecture: Gemma2ForCausalLM",
+    ),
+    (
+        Category::RopeScalingIncompatible,
+        "ValueError: `rope_scaling` must be a dictionary with two fields, `type` and `factor`, got {'factor': 8.0, 'rope_type': 'llama3'}",
+        "INFO 01-01 00:00:00 config.py:1] rope_scaling={'factor': 8.0, 'rope_type': 'llama3'}",
+    ),
+    (
+        Category::GatedModelAuth,
+        "huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-3.1-8B/resolve/main/config.json.",
+        "huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. Repository Not Found for url",
+    ),
+    (
+        Category::DiskFull,
+        "ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device",
+        "NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9637888): No space left on device",
+    ),
+    (
+        Category::ImageNotFound,
+        "Error response from daemon: manifest for org/vllm-bench:abc not found: manifest unknown: manifest unknown",
+        "Unable to find image 'org/vllm-bench:abc' locally",
+    ),
+    (
+        Category::NvidiaRuntimeMissing,
+        "docker: Error response from daemon: could not select device driver \"\" with capabilities: [[gpu]].",
+        "INFO 01-01 00:00:00 a.py:1] Automatically detected platform cuda.",
+    ),
+    (
+        Category::NvidiaRuntimeMissing,
+        "RuntimeError: No CUDA GPUs are available",
+        "(RayWorkerWrapper pid=5) ERROR 01-01 00:00:00 worker_base.py:1] RuntimeError: No CUDA GPUs are available",
+    ),
+    (
+        Category::AgentPatchFailed,
+        "error: patch failed: vllm/worker/model_runner.py:120",
+        "INFO 01-01 00:00:00 a.py:1] Applying dispatch patch for MoE layers",
+    ),
+    (
+        Category::EngineCoreInitFailed,
+        "ERROR 04-30 10:20:36 [core.py:396] EngineCore failed to start.",
+        "INFO 04-30 10:20:36 [core.py:58] Initializing a V1 LLM engine (v0.8.5) with config: model='x'",
+    ),
+    (
+        Category::BrokenPipe,
+        "BrokenPipeError: [Errno 32] Broken pipe",
+        "INFO 01-01 00:00:00 a.py:1] pipeline_parallel_size=2",
+    ),
+    (
+        Category::VersionPortBug,
+        "INFO:     Application startup complete.\nERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use",
+        "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use",
+    ),
+    (
+        Category::PyairportsMissing,
+        "ImportError: The `airports` module requires \"pyairports\" to be installed. You can install it with \"pip install pyairports\"",
+        "INFO 01-01 00:00:00 a.py:1] outlines 0.0.46 loaded",
+    ),
+    (
+        Category::CudaOom,
+        "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB",
+        "INFO 01-01 00:00:00 a.py:1] HIP memory usage 12 GiB",
+    ),
+    (
+        Category::NcclError,
+        "[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+        "INFO 01-01 00:00:00 a.py:1] NCCL version 2.19.3",
+    ),
+    (
+        Category::AgentPatchFailed,
+        "1 out of 2 hunks FAILED -- saving rejects to file vllm/x.py.rej",
+        "patching file vllm/x.py",
+    ),
+    (
+        Category::ModelArchUnsupported,
+        "ValueError: Model architectures ['Qwen3ForCausalLM'] failed to be inspected. Please check the logs for more details.",
+        "INFO 01-01 00:00:00 a.py:1] Inspecting model architectures",
+    ),
+    (
+        Category::NoMetrics,
+        "Successful requests:                     0",
+        "Successful requests:                     10",
+    ),
+];
+
+#[test]
+fn each_signature_matches_its_positive_and_not_its_near_miss() {
+    for (want, pos, neg) in CASES {
+        let d = file(pos);
+        assert_eq!(d.category, *want, "positive: {pos}");
+        assert!(
+            pos.lines().any(|l| l == d.evidence),
+            "evidence {:?} for {pos}",
+            d.evidence
+        );
+        let n = file(neg);
+        assert_ne!(n.category, *want, "near miss: {neg}");
+    }
+}
+
+#[test]
+fn every_builtin_category_signature_is_exercised() {
+    let covered: std::collections::BTreeSet<_> = CASES.iter().map(|c| c.0).collect();
+    for s in Catalog::builtin().signatures() {
+        if s.category != Category::Other {
+            assert!(covered.contains(&s.category), "no test case for {}", s.name);
+        }
+    }
+}
+
+#[test]
+fn prefixes_ansi_and_interleaving_do_not_defeat_signatures() {
+    for line in [
+        "\x1b[1;36m(VllmWorkerProcess pid=305)\x1b[0;0m ERROR 01-19 03:55:24 x.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB",
+        "\u{a0} | 2025-03-07T05:56:27.270Z | (VllmWorker TP0 pid=1) (VllmWorker TP1 pid=2) ERROR [x.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB\r",
+        "[2025-05-20T10:47:04Z] [rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB",
+        "VLLM_PREFIX (APIServer pid=1) ERROR 05-06 21:00:11 [api_server.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB",
+    ] {
+        let d = file(line);
+        assert_eq!(d.category, Category::CudaOom, "{line:?}");
+        assert_eq!(d.evidence, line.trim_end_matches('\r'));
+    }
+}
+
+#[test]
+fn root_causes_beat_symptoms() {
+    // Illegal memory access, then NCCL watchdog noise and broken pipes: `other`.
+    let d = file(
+        "[rank0]:[E520 ProcessGroupNCCL.cpp:1896] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered\n\
+         terminate called after throwing an instance of 'c10::DistBackendError'\n\
+         (VllmWorker rank=0 pid=1) ERROR 05-20 03:47:04 [multiproc_executor.py:522] RuntimeError: CUDA error: an illegal memory access was encountered\n\
+         ERROR 05-20 03:47:04 [core.py:489] EngineCore failed to start.\n\
+         [W520 TCPStore.cpp:106] [c10d] sendBytes failed on SocketImpl(fd=135): Broken pipe\n",
+    );
+    assert_eq!(d.category, Category::Other);
+    assert!(d
+        .evidence
+        .contains("RuntimeError: CUDA error: an illegal memory access"));
+
+    // KV cache inside EngineCore failing to start.
+    let d = file(
+        "ERROR 04-30 10:20:36 [core.py:396] EngineCore failed to start.\n\
+         ERROR 04-30 10:20:36 [core.py:396] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`.\n",
+    );
+    assert_eq!(d.category, Category::KvCacheTooSmall);
+
+    // Ray worker without GPUs is not the NVIDIA runtime.
+    let d = file("\x1b[36m(_MapWorker pid=13019)\x1b[0m ERROR 03-07 05:56:27 worker_base.py:581] RuntimeError: No CUDA GPUs are available");
+    assert_eq!(d.category, Category::Other);
+
+    // A symptom with an unexplained earlier exception reports the exception.
+    let d = file(
+        "KeyError: 'model.layers.0.mlp.experts.w13_weight'\n\
+         ERROR 04-30 10:20:36 [core.py:396] EngineCore failed to start.\n",
+    );
+    assert_eq!(d.category, Category::Other);
+    assert!(d.evidence.starts_with("KeyError"));
+    // An inspection failure after a real import error reports the import error.
+    let d = file(
+        "ImportError: cannot import name 'Qwen3Config' from 'transformers'\n\
+         ValueError: Model architectures ['Qwen3ForCausalLM'] failed to be inspected. Please check the logs for more details.\n",
+    );
+    assert_eq!(d.category, Category::Other);
+    assert!(d.evidence.starts_with("ImportError"));
+    // Asking for more GPUs than there are is named, not guessed.
+    let d = file("ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.\nEngineCore failed to start.");
+    assert_eq!(d.category, Category::Other);
+    assert!(d.evidence.contains("required GPUs"));
+    // …and alone it is what it is.
+    let d = file("ERROR 04-30 10:20:36 [core.py:396] EngineCore failed to start.\n");
+    assert_eq!(d.category, Category::EngineCoreInitFailed);
+}
+
+#[test]
+fn fallback_is_the_most_error_like_line() {
+    let d = file("INFO starting\nINFO loading\nAssertionError: shapes do not match\nINFO bye\n");
+    assert_eq!(d.category, Category::Other);
+    assert_eq!(d.evidence, "AssertionError: shapes do not match");
+    assert_eq!(d.line_no, Some(3));
+    let d = file("INFO starting\nsomething ERROR happened here\nINFO bye\n");
+    assert_eq!(d.evidence, "something ERROR happened here");
+    let d = file("");
+    assert_eq!(d.category, Category::Other);
+}
+
+fn feed(sc: &mut Scanner, stream: Stream, text: &str) {
+    for l in text.lines() {
+        sc.feed(stream, l);
+    }
+}
+
+#[test]
+fn streams_are_respected_in_streaming_mode() {
+    // The benchmark client printing a patch-like line does not make it a patch failure.
+    let mut sc = Scanner::new(cat());
+    feed(&mut sc, Stream::Bench, "error: patch failed: x.py:1");
+    let ctx = FailureContext {
+        exit_code: Some(1),
+        ..Default::default()
+    };
+    assert_ne!(
+        sc.conclude(&ctx).unwrap().category,
+        Category::AgentPatchFailed
+    );
+    let mut sc = Scanner::new(cat());
+    feed(&mut sc, Stream::Docker, "error: patch failed: x.py:1");
+    let d = sc.conclude(&ctx).unwrap();
+    assert_eq!(d.category, Category::AgentPatchFailed);
+    assert_eq!(d.stream, Some(Stream::Docker));
+}
+
+#[test]
+fn success_concludes_nothing() {
+    let mut sc = Scanner::new(cat());
+    feed(
+        &mut sc,
+        Stream::Server,
+        "WARNING something Broken pipe\nINFO:     Application startup complete.",
+    );
+    let ok = FailureContext {
+        bench_finished: true,
+        has_result: true,
+        successful_requests: Some(100.0),
+        exit_code: Some(0),
+        ..Default::default()
+    };
+    assert_eq!(sc.conclude(&ok), None);
+    assert_eq!(
+        Scanner::new(cat()).conclude(&FailureContext::default()),
+        None
+    );
+}
+
+#[test]
+fn stage_timeouts() {
+    let capture = "INFO 07-08 20:49:43 gpu_executor.py:84] # GPU blocks: 7281, # CPU blocks: 512\n\
+                   INFO 07-08 20:49:45 model_runner.py:924] Capturing the model for CUDA graphs. This may lead to unexpected consequences if the model is not static.";
+    let ctx = FailureContext {
+        stage: Some(Stage::LoadingServer),
+        timed_out: true,
+        serving: true,
+        ..Default::default()
+    };
+    let mut sc = Scanner::new(cat());
+    feed(&mut sc, Stream::Server, capture);
+    let d = sc.conclude(&ctx).unwrap();
+    assert_eq!(d.category, Category::CudaGraphCaptureTimeout);
+    assert!(d.evidence.contains("Capturing the model for CUDA graphs"));
+
+    // Capture finished, then nothing: a plain start timeout.
+    feed(
+        &mut sc,
+        Stream::Server,
+        "INFO 07-08 20:49:53 model_runner.py:1117] Graph capturing finished in 8 secs.",
+    );
+    let d = sc.conclude(&ctx).unwrap();
+    assert_eq!(d.category, Category::ServerStartTimeout);
+    assert!(d.evidence.contains("Graph capturing finished"));
+
+    // Capture progress on the bench stream does not count.
+    let mut sc = Scanner::new(cat());
+    feed(&mut sc, Stream::Bench, capture);
+    assert_eq!(
+        sc.conclude(&ctx).unwrap().category,
+        Category::ServerStartTimeout
+    );
+
+    let bench = FailureContext {
+        stage: Some(Stage::Benchmarking),
+        timed_out: true,
+        ..Default::default()
+    };
+    let mut sc = Scanner::new(cat());
+    feed(
+        &mut sc,
+        Stream::Bench,
+        "  5%|▌         | 50/1000 [00:10<03:10,  5.00it/s]",
+    );
+    let d = sc.conclude(&bench).unwrap();
+    assert_eq!(d.category, Category::BenchTimeout);
+
+    // A root cause in the log beats the timeout it caused.
+    let mut sc = Scanner::new(cat());
+    feed(
+        &mut sc,
+        Stream::Server,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB",
+    );
+    assert_eq!(sc.conclude(&ctx).unwrap().category, Category::CudaOom);
+}
+
+#[test]
+fn port_bug_confirmation_depends_on_order_and_version() {
+    let log = "INFO:     Started server process [11912]\n\
+               INFO:     Waiting for application startup.\n\
+               INFO:     Application startup complete.\n\
+               ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use\n\
+               INFO:     Waiting for application shutdown.";
+    let mut ctx = FailureContext {
+        stage: Some(Stage::LoadingServer),
+        exit_code: Some(1),
+        serving: true,
+        vllm_version: Some("0.6.3.post2.dev398".into()),
+        ..Default::default()
+    };
+    let mut sc = Scanner::new(cat());
+    feed(&mut sc, Stream::Server, log);
+    let d = sc.conclude(&ctx).unwrap();
+    assert_eq!(d.category, Category::VersionPortBug);
+    assert!(!d.predicted);
+    assert_eq!(d.recipe.as_deref(), Some("port-bug-spawn"));
+    assert_eq!(d.line_no, Some(4));
+    // Outside the bug's range the port is really taken.
+    ctx.vllm_version = Some("0.5.4".into());
+    assert_eq!(sc.conclude(&ctx).unwrap().category, Category::Other);
+
+    // The quiet form: ready, then never healthy, on an affected version.
+    let mut sc = Scanner::new(cat());
+    feed(
+        &mut sc,
+        Stream::Server,
+        "INFO:     Application startup complete.",
+    );
+    let quiet = FailureContext {
+        stage: Some(Stage::LoadingServer),
+        timed_out: true,
+        serving: true,
+        vllm_version: Some("0.6.4.post1".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        sc.conclude(&quiet).unwrap().category,
+        Category::VersionPortBug
+    );
+    let later = FailureContext {
+        vllm_version: Some("0.8.5".into()),
+        ..quiet
+    };
+    assert_eq!(
+        sc.conclude(&later).unwrap().category,
+        Category::ServerStartTimeout
+    );
+}
+
+#[test]
+fn facts_from_the_runtime() {
+    let sc = Scanner::new(cat());
+    let d = sc
+        .conclude(&FailureContext {
+            patch_failed: true,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(d.category, Category::AgentPatchFailed);
+
+    let d = sc
+        .conclude(&FailureContext {
+            stage: Some(Stage::PreparingImage),
+            pull_error: Some(
+                "write /var/lib/docker/tmp/GetImageBlob123: no space left on device".into(),
+            ),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(d.category, Category::DiskFull);
+    assert!(d.evidence.contains("no space left"));
+
+    let d = sc
+        .conclude(&FailureContext {
+            stage: Some(Stage::PreparingImage),
+            pull_error: Some("manifest for org/vllm:abc not found: manifest unknown".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(d.category, Category::ImageNotFound);
+
+    let d = sc
+        .conclude(&FailureContext {
+            image_missing: true,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(d.category, Category::ImageNotFound);
+
+    let d = sc
+        .conclude(&FailureContext {
+            bench_finished: true,
+            has_result: true,
+            successful_requests: Some(0.0),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(d.category, Category::NoMetrics);
+    assert!(d.evidence.contains("0 successful"));
+
+    let d = sc
+        .conclude(&FailureContext {
+            bench_finished: true,
+            exit_code: Some(0),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(d.category, Category::NoMetrics);
+
+    let d = sc
+        .conclude(&FailureContext {
+            exit_code: Some(137),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(d.category, Category::Other);
+    assert!(d.evidence.contains("137"));
+}
+
+#[test]
+fn operator_signatures_take_effect_without_recompiling() {
+    let c = Catalog::builtin()
+        .with_overrides(
+            "[[signature]]\nname = \"sandbox\"\ncategory = \"broken_pipe\"\npriority = 200\nregex = ['Sandbox terminated unexpectedly']\n",
+            "ops.toml",
+        )
+        .unwrap();
+    let d = diagnose_text(
+        &c,
+        b"torch.OutOfMemoryError: CUDA out of memory. Tried\nSandbox terminated unexpectedly\n",
+    );
+    assert_eq!(d.category, Category::BrokenPipe);
+}
+
+#[test]
+fn state_stays_bounded_on_long_logs() {
+    let mut sc = Scanner::new(cat());
+    for i in 0..50_000 {
+        sc.feed(
+            Stream::Server,
+            &format!("INFO 01-01 00:00:00 a.py:1] step {i} Broken pipe"),
+        );
+    }
+    assert_eq!(sc.recent_server.len(), RECENT_SERVER);
+    assert_eq!(sc.lines_seen(), 50_000);
+    let d = sc
+        .conclude(&FailureContext {
+            exit_code: Some(1),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(d.category, Category::BrokenPipe);
+    assert_eq!(d.line_no, Some(1));
+}

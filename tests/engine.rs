@@ -1,0 +1,280 @@
+//! The engine over the sim runtime, driven through its command channel as the TUI does.
+
+use nightshift::engine::{CommandSender, Engine, EngineOptions};
+use nightshift::event::{Command, Envelope, Event};
+use nightshift::model::{Outcome, RunId, RunState};
+use nightshift::plan::Plan;
+use nightshift::runtime::sim::{SimRuntime, Speed};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+fn plan(commits: &[(&str, &str)]) -> Arc<Plan> {
+    let mut t = String::from(
+        "schema_version = 1\nname = \"t\"\n[defaults]\nvariants = [\"baseline\", \"human\"]\n",
+    );
+    for (i, (cmd, extra)) in commits.iter().enumerate() {
+        t.push_str(&format!(
+            "[[commits]]\ncommit = \"{:040x}\"\nparent = \"{:040x}\"\ngpu_config = \"H100:1\"\nperf_command = '''{cmd}'''\n{extra}\n",
+            i + 0xabc0,
+            i + 0xdef0
+        ));
+    }
+    Arc::new(Plan::from_str_at("t.toml", t, Path::new("."), Path::new("t.toml")).unwrap())
+}
+
+const SERVE: &str = "python benchmarks/benchmark_serving.py --model m/x";
+
+type Log = Arc<Mutex<Vec<Envelope>>>;
+
+/// Runs the engine; `react` sees every event and may send commands.
+async fn drive(
+    plan: Arc<Plan>,
+    gpus: u32,
+    wait: bool,
+    react: impl FnMut(&Envelope, &CommandSender) + Send + 'static,
+) -> (
+    nightshift::engine::Summary,
+    nightshift::state::SweepState,
+    Vec<Envelope>,
+) {
+    let (engine, cmds) = Engine::new(
+        plan,
+        Arc::new(SimRuntime::new(Speed::Max)),
+        EngineOptions {
+            gpus,
+            seed: 1,
+            wait_for_operator: wait,
+        },
+    );
+    let mut engine = engine.with_time_scale(0.0);
+    let log: Log = Arc::new(Mutex::new(Vec::new()));
+    let l2 = log.clone();
+    let tx = cmds.clone();
+    let mut react = react;
+    engine.observe(Box::new(move |env: &Envelope| {
+        l2.lock().unwrap().push(env.clone());
+        react(env, &tx);
+        Ok(())
+    }));
+    let (s, st) = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        engine.run(CancellationToken::new()),
+    )
+    .await
+    .expect("engine finished")
+    .unwrap();
+    let events = log.lock().unwrap().clone();
+    (s, st, events)
+}
+
+fn finished(st: &nightshift::state::SweepState) -> bool {
+    st.runs.iter().all(|r| r.state.is_terminal())
+}
+
+#[tokio::test]
+async fn a_held_run_retried_by_the_operator_succeeds_on_a_new_attempt() {
+    let p = plan(&[(
+        SERVE,
+        "sim = { fail = \"cuda_oom\", variants = [\"human\"], transient = true }",
+    )]);
+    let (s, st, events) = drive(p, 1, true, |env, tx| {
+        if let Event::State {
+            run,
+            to: RunState::Held { .. },
+            ..
+        } = &env.event
+        {
+            tx.send(Command::Retry { run: *run }).unwrap();
+        }
+    })
+    .await;
+    assert!(finished(&st));
+    assert_eq!(s.counts.success, 2);
+    assert_eq!(st.run(RunId(1)).attempt, 2);
+    assert!(events.iter().any(|e| matches!(
+        &e.event,
+        Event::Diagnosed {
+            run: RunId(1),
+            attempt: 1,
+            ..
+        }
+    )));
+}
+
+#[tokio::test]
+async fn pause_holds_the_queue_and_resume_releases_it() {
+    let p = plan(&[(SERVE, ""), (SERVE, "")]);
+    let started = Arc::new(Mutex::new(0usize));
+    let s2 = started.clone();
+    let (s, st, events) = drive(p, 1, true, move |env, tx| match &env.event {
+        Event::SweepStarted { .. } => tx.send(Command::Pause).unwrap(),
+        Event::Paused { .. } => tx.send(Command::Resume).unwrap(),
+        Event::State {
+            to:
+                RunState::Active {
+                    stage: nightshift::model::Stage::PreparingImage,
+                },
+            ..
+        } => *s2.lock().unwrap() += 1,
+        _ => {}
+    })
+    .await;
+    assert!(finished(&st));
+    assert_eq!(s.counts.success, 4);
+    let paused_at = events
+        .iter()
+        .position(|e| matches!(e.event, Event::Paused { .. }))
+        .unwrap();
+    let resumed_at = events
+        .iter()
+        .position(|e| matches!(e.event, Event::Resumed))
+        .unwrap();
+    assert!(
+        !events[paused_at..resumed_at].iter().any(|e| matches!(
+            &e.event,
+            Event::State {
+                to: RunState::Active {
+                    stage: nightshift::model::Stage::PreparingImage
+                },
+                ..
+            }
+        )),
+        "a run started while paused"
+    );
+    assert_eq!(*started.lock().unwrap(), 4);
+}
+
+#[tokio::test]
+async fn operator_skip_and_cancel_end_queued_runs() {
+    let p = plan(&[(SERVE, ""), (SERVE, "")]);
+    let (s, st, _) = drive(p, 1, true, |env, tx| {
+        if let Event::SweepStarted { .. } = &env.event {
+            tx.send(Command::Skip { run: RunId(2) }).unwrap();
+            tx.send(Command::Cancel { run: RunId(3) }).unwrap();
+        }
+    })
+    .await;
+    assert!(finished(&st));
+    assert_eq!(
+        (s.counts.success, s.counts.skipped, s.counts.cancelled),
+        (2, 1, 1)
+    );
+    assert!(
+        matches!(&st.run(RunId(2)).state, RunState::Finished { outcome: Outcome::Skipped { reason } } if reason.contains("operator"))
+    );
+}
+
+#[tokio::test]
+async fn runs_needing_more_gpus_than_the_machine_are_skipped_not_hung() {
+    let p = plan(&[
+        (
+            "python benchmarks/benchmark_throughput.py --model m/x -tp 1",
+            "",
+        ),
+        (SERVE, ""),
+    ]);
+    let (s, st, _) = drive(p, 0, false, |_, _| {}).await;
+    assert!(finished(&st));
+    assert_eq!(s.counts.skipped, 4);
+}
+
+#[tokio::test]
+async fn shutdown_requeues_runs_in_flight() {
+    let p = plan(&[(SERVE, "")]);
+    let (mut engine, cmds) = Engine::new(
+        p,
+        Arc::new(SimRuntime::new(Speed::Factor(1.0))),
+        EngineOptions {
+            gpus: 1,
+            seed: 1,
+            wait_for_operator: false,
+        },
+    );
+    let tx = cmds.clone();
+    engine.observe(Box::new(move |env: &Envelope| {
+        if let Event::State {
+            to: RunState::Active { .. },
+            ..
+        } = &env.event
+        {
+            let _ = tx.send(Command::Shutdown);
+        }
+        Ok(())
+    }));
+    let (s, st) = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        engine.run(CancellationToken::new()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(s.interrupted);
+    assert_eq!(st.run(RunId(0)).state, RunState::Queued);
+    assert_eq!(
+        st.run(RunId(0)).attempt,
+        2,
+        "the interrupted attempt is counted; the next one is new"
+    );
+}
+
+#[tokio::test]
+async fn aimv2_is_fixed_automatically_and_the_fix_is_recorded() {
+    let p = plan(&[(SERVE, "sim = { fail = \"aimv2_conflict\" }")]);
+    let (s, st, events) = drive(p, 1, false, |_, _| {}).await;
+    assert_eq!(s.counts.success, 2, "{:?}", s);
+    for r in &st.runs {
+        assert_eq!(r.attempt, 2);
+        assert_eq!(r.fixes, vec!["aimv2-exist-ok".to_string()]);
+    }
+    assert!(events.iter().any(|e| matches!(&e.event, Event::Diagnosed { finding, .. } if finding.category == nightshift::category::Category::Aimv2Conflict && finding.evidence.contains("'aimv2' is already used"))));
+}
+
+#[tokio::test]
+async fn port_bug_is_predicted_from_the_version_and_skipped_with_one_command() {
+    let p = plan(&[
+        (SERVE, "vllm_version = \"0.6.4.post2.dev375+gd263bd9d\""),
+        (
+            "python benchmarks/benchmark_throughput.py --model m/x",
+            "vllm_version = \"0.6.4\"",
+        ),
+    ]);
+    let (s, st, events) = drive(p, 1, true, |env, tx| {
+        if let Event::SweepStarted { .. } = &env.event {
+            tx.send(Command::Pause).unwrap();
+            tx.send(Command::SkipCategory {
+                category: nightshift::category::Category::VersionPortBug,
+            })
+            .unwrap();
+            tx.send(Command::Resume).unwrap();
+        }
+    })
+    .await;
+    let predicted: Vec<RunId> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Diagnosed { run, finding, .. } if finding.predicted => Some(*run),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        predicted,
+        vec![RunId(0), RunId(1)],
+        "only the serving commit is predicted"
+    );
+    assert!(finished(&st));
+    // Runs of the serving commit that had not started were skipped; offline ones ran.
+    assert!(s.counts.skipped >= 1, "{s:?}");
+    assert!(matches!(
+        st.run(RunId(2)).state,
+        RunState::Finished {
+            outcome: Outcome::Success
+        }
+    ));
+    assert!(matches!(
+        st.run(RunId(3)).state,
+        RunState::Finished {
+            outcome: Outcome::Success
+        }
+    ));
+}

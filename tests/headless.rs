@@ -1,0 +1,77 @@
+//! The headless sim sweep of the example plan, end to end through the binary.
+
+use std::process::Command;
+
+fn run(seed: &str) -> (i32, String) {
+    let store = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nightshift"))
+        .args([
+            "run",
+            "examples/iso-vllm.toml",
+            "--runtime",
+            "sim",
+            "--headless",
+            "--speed",
+            "max",
+            "--seed",
+            seed,
+            "--store",
+            store.path().to_str().unwrap(),
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run nightshift");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn summary(out: &str) -> String {
+    out.lines()
+        .skip_while(|l| !l.starts_with("sweep ") || !l.contains("runs finished"))
+        .filter(|l| !l.contains("wall"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn every_run_ends_terminal_and_the_seed_mix_shows() {
+    let (code, out) = run("7");
+    assert_eq!(code, 0, "{out}");
+    let s = summary(&out);
+    assert!(
+        s.contains("285 of 285 runs finished") || out.contains("285 of 285 runs finished"),
+        "{out}"
+    );
+    assert!(s.contains("queued 0") && s.contains("held 0"), "{s}");
+    for cat in ["image_not_found", "no_metrics"] {
+        assert!(s.contains(cat), "{cat} missing from the failure mix:\n{s}");
+    }
+}
+
+#[test]
+fn same_seed_same_outcome() {
+    let (_, a) = run("3");
+    let (_, b) = run("3");
+    assert_eq!(summary(&a), summary(&b));
+    let finals = |o: &str| {
+        let mut v: Vec<String> = o
+            .lines()
+            .filter(|l| {
+                l.contains(" a")
+                    && (l.contains("success") || l.contains("failed(") || l.contains("skipped("))
+            })
+            .map(|l| {
+                l.split_whitespace()
+                    .skip(1)
+                    .take(4)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(finals(&a), finals(&b));
+}

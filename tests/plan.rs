@@ -1,0 +1,327 @@
+//! Plan loading and validation, through the library and the real binary.
+
+use nightshift::model::Variant;
+use nightshift::plan::{LoadError, Plan};
+use std::path::Path;
+use std::process::Command;
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/plans")
+        .join(name)
+}
+
+fn nightshift(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nightshift"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run nightshift");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn errors(name: &str) -> Vec<String> {
+    match Plan::load(&fixture(name)) {
+        Err(LoadError::Invalid(d)) => d.iter().map(|d| d.to_string()).collect(),
+        Err(e) => panic!("{name}: unexpected {e}"),
+        Ok(_) => panic!("{name}: should not load"),
+    }
+}
+
+#[test]
+fn minimal_plan_expands_to_three_variants_with_templated_images() {
+    let p = Plan::load(&fixture("minimal.toml")).unwrap();
+    assert_eq!(p.runs.len(), 3);
+    let by: Vec<(String, Option<String>)> = p
+        .runs
+        .iter()
+        .map(|r| (r.variant.to_string(), r.image.clone()))
+        .collect();
+    assert_eq!(
+        by[0],
+        (
+            "baseline".into(),
+            Some("anonymous/vllm-baseline:baseline-64172a976c8d".into())
+        )
+    );
+    assert_eq!(
+        by[1],
+        (
+            "human".into(),
+            Some("anonymous/vllm-bench:3a243095e5e7b655b63ab08fbd5936cb40850415".into())
+        )
+    );
+    assert_eq!(
+        by[2],
+        (
+            "agent:claude_code".into(),
+            Some("anonymous/vllm-baseline:baseline-64172a976c8d".into())
+        )
+    );
+    assert_eq!(p.runs[2].patch.as_deref(), Some("patches/3a243095.diff"));
+    assert_eq!(p.runs[2].variant, Variant::Agent("claude_code".into()));
+    assert!(p
+        .runs
+        .iter()
+        .all(|r| r.skip_reason.is_none() && r.gpus == 1));
+    assert_eq!(p.runs[1].key, "3a243095e5e7/human");
+}
+
+#[test]
+fn syntax_errors_name_file_line_and_column() {
+    let e = errors("syntax_error.toml");
+    assert_eq!(e.len(), 1);
+    assert!(e[0].contains("syntax_error.toml:7:1"), "{e:?}");
+}
+
+#[test]
+fn unknown_fields_are_errors_with_position() {
+    let e = errors("unknown_field.toml");
+    assert!(e[0].contains("unknown_field.toml:6:1"), "{e:?}");
+    assert!(e[0].contains("server_start_timout_s"), "{e:?}");
+}
+
+#[test]
+fn bad_hash_names_the_value_position() {
+    let e = errors("bad_hash.toml");
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].contains("bad_hash.toml:10:10"), "{e:?}");
+    assert!(e[0].contains("expected 40 hex digits"), "{e:?}");
+}
+
+#[test]
+fn jsonl_errors_name_the_line() {
+    let e = errors("bad_jsonl.toml");
+    assert!(e[0].contains("bad.jsonl:2:"), "{e:?}");
+    assert!(e[0].contains("perf_comand"), "{e:?}");
+}
+
+#[test]
+fn every_invalid_rule_and_warning() {
+    let p = Plan::load(&fixture("rules.toml")).unwrap();
+    let rule = |c: &str| {
+        p.commits
+            .iter()
+            .find(|x| x.commit.starts_with(c))
+            .unwrap()
+            .invalid
+            .as_ref()
+            .map(|i| i.rule)
+    };
+    assert_eq!(rule("1111"), Some("tp_exceeds_gpus"));
+    assert_eq!(rule("3333"), None);
+    assert_eq!(rule("5555"), Some("placeholder"));
+    assert_eq!(rule("7777"), Some("optional_brackets"));
+    assert_eq!(rule("9999"), Some("missing"));
+    let kinds: Vec<&str> = p.warnings.iter().map(|w| w.kind).collect();
+    for k in ["script_path", "model_mismatch", "mode_mismatch", "gpu_type"] {
+        assert!(kinds.contains(&k), "missing warning {k}: {kinds:?}");
+    }
+    // Invalid commits are skipped with the reason; the valid one runs.
+    let runnable: Vec<&str> = p
+        .runs
+        .iter()
+        .filter(|r| r.skip_reason.is_none())
+        .map(|r| r.key.as_str())
+        .collect();
+    assert_eq!(
+        runnable,
+        vec!["333333333333/baseline", "333333333333/human"]
+    );
+    assert!(p.runs[0]
+        .skip_reason
+        .as_deref()
+        .unwrap()
+        .contains("tp_exceeds_gpus"));
+    // The JSONL commits carry their file positions.
+    let c = p
+        .commits
+        .iter()
+        .find(|x| x.commit.starts_with("5555"))
+        .unwrap();
+    assert!(c
+        .loc
+        .as_ref()
+        .unwrap()
+        .to_string()
+        .ends_with("rules.jsonl:1:1"));
+}
+
+#[test]
+fn per_commit_overrides_win_over_templates() {
+    let text = r#"
+schema_version = 1
+[images]
+org = "acme"
+[[agents]]
+id = "a1"
+[[commits]]
+commit = "3a243095e5e7b655b63ab08fbd5936cb40850415"
+perf_command = "python benchmarks/benchmark_serving.py --model m"
+images = { human = "acme/fixed:1", baseline = "acme/base:full-hash" }
+"#;
+    let p = Plan::from_str_at("t.toml", text.into(), Path::new("."), Path::new("t.toml")).unwrap();
+    let img: Vec<_> = p.runs.iter().map(|r| r.image.clone().unwrap()).collect();
+    assert_eq!(
+        img,
+        vec!["acme/base:full-hash", "acme/fixed:1", "acme/base:full-hash"]
+    );
+}
+
+#[test]
+fn unknown_template_fields_are_errors() {
+    let text = "schema_version = 1\n[images]\nhuman = \"{org}/x:{sha}\"\n";
+    let e =
+        Plan::from_str_at("t.toml", text.into(), Path::new("."), Path::new("t.toml")).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("t.toml:3:9") && msg.contains("{sha}"), "{msg}");
+}
+
+#[test]
+fn schema_version_must_be_1() {
+    let e = Plan::from_str_at(
+        "t.toml",
+        "schema_version = 2\n".into(),
+        Path::new("."),
+        Path::new("t.toml"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("t.toml:1:18"), "{e}");
+}
+
+#[test]
+fn duplicate_and_ambiguous_hashes_are_errors() {
+    let text = r#"schema_version = 1
+[[commits]]
+commit = "abcdef12"
+perf_command = "python benchmarks/benchmark_serving.py --model m"
+[[commits]]
+commit = "abcdef1234"
+perf_command = "python benchmarks/benchmark_serving.py --model m"
+"#;
+    let e = Plan::from_str_at("t.toml", text.into(), Path::new("."), Path::new("t.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ambiguous prefix"), "{e}");
+}
+
+#[test]
+fn example_plan_checks_and_lists_the_invalid_seed_commits() {
+    let (code, out, err) = nightshift(&["plan", "check", "examples/iso-vllm.toml"]);
+    assert_eq!(code, 0, "{err}");
+    let line = |c: &str| {
+        out.lines()
+            .find(|l| l.contains(c))
+            .unwrap_or_else(|| panic!("{c} not listed:\n{out}"))
+            .to_string()
+    };
+    assert!(line("526de822 placeholder").contains("BS"));
+    assert!(line("3127e975 missing").contains("no perf_command"));
+    assert!(out.contains("unknown_parent"));
+}
+
+#[test]
+fn plan_check_exits_2_on_bad_plans_with_positions() {
+    for (f, pos) in [
+        ("syntax_error.toml", ":7:1"),
+        ("unknown_field.toml", ":6:1"),
+        ("bad_hash.toml", ":10:10"),
+    ] {
+        let path = format!("tests/fixtures/plans/{f}");
+        let (code, _, err) = nightshift(&["plan", "check", &path]);
+        assert_eq!(code, 2, "{f}: {err}");
+        assert!(err.contains(&format!("{path}{pos}")), "{f}: {err}");
+    }
+    let (code, _, err) = nightshift(&["plan", "check", "tests/fixtures/plans/nope.toml"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot read"));
+}
+
+#[test]
+fn plan_show_json_gives_runs_with_images_and_command_views() {
+    let (code, out, _) = nightshift(&["plan", "show", "--json", "examples/iso-vllm.toml"]);
+    assert_eq!(code, 0);
+    let runs: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(runs.len(), 285);
+    let r = runs.iter().find(|r| r["key"] == "015069b0/human").unwrap();
+    assert_eq!(r["image"], "anonymous/vllm-bench:015069b0");
+    assert_eq!(r["command_view"]["kind"], "serving");
+    assert_eq!(r["command_view"]["model"], "Qwen/Qwen3-7B-Instruct");
+}
+
+#[test]
+fn import_regenerates_the_example_plan() {
+    let (code, out, _) = nightshift(&[
+        "plan",
+        "import",
+        "--from",
+        "seed-json",
+        "../shared/data/seed-commits.json",
+    ]);
+    if code == 2 {
+        eprintln!("skipping: ../shared/data/seed-commits.json not present");
+        return;
+    }
+    let example = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/iso-vllm.toml"),
+    )
+    .unwrap();
+    let strip = |s: &str| {
+        s.lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        strip(&out),
+        strip(&example),
+        "examples/iso-vllm.toml is stale: regenerate it"
+    );
+}
+
+#[test]
+fn every_seed_command_shape_gets_a_view() {
+    let p = Plan::load(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/iso-vllm.toml")
+            .as_path(),
+    )
+    .unwrap();
+    let with_cmd: Vec<_> = p
+        .commits
+        .iter()
+        .filter(|c| c.perf_command.is_some())
+        .collect();
+    assert_eq!(with_cmd.len(), 69);
+    for c in with_cmd {
+        let v = c
+            .view
+            .as_ref()
+            .unwrap_or_else(|| panic!("{}: no view", c.commit));
+        assert!(
+            v.kind.is_some(),
+            "{}: no kind for {:?}",
+            c.commit,
+            c.perf_command
+        );
+        assert!(v.model.is_some(), "{}: no model", c.commit);
+        assert!(
+            c.gpu.count >= v.tp * v.pp || c.invalid.is_some(),
+            "{}",
+            c.commit
+        );
+    }
+    let c = p
+        .commits
+        .iter()
+        .find(|c| c.commit.starts_with("21d93c14"))
+        .unwrap();
+    assert_eq!((c.view.as_ref().unwrap().tp, c.gpu.count), (8, 8));
+}
