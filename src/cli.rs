@@ -100,12 +100,16 @@ pub enum Cmd {
     },
     /// Check this machine can run a sweep.
     Doctor,
-    /// Benchmarks: `engine` (sim at max speed), `store`, or `tui` (frame times; try --runs 1000).
+    /// Benchmarks: `engine` (sim at max speed), `store`, `parse`, or `tui` (frame times; try --runs 1000).
     Bench {
+        /// engine | store | parse | tui
         what: String,
-        /// Runs for the engine benchmark.
+        /// Runs for the engine, store and tui benchmarks.
         #[arg(long, default_value_t = 10_000)]
         runs: usize,
+        /// Size of the synthetic server log for the parse benchmark.
+        #[arg(long, default_value_t = 1024)]
+        size_mb: usize,
     },
 }
 
@@ -230,12 +234,25 @@ pub fn run(cli: Cli) -> i32 {
         } => crate::store::cli::results(store, &format, filter.as_deref(), threshold),
         Cmd::Show { what, store } => crate::store::cli::show_cmd(store, &what),
         Cmd::Doctor => not_yet("`nightshift doctor`", 5),
-        Cmd::Bench { what, runs } => match what.as_str() {
+        Cmd::Bench {
+            what,
+            runs,
+            size_mb,
+        } => match what.as_str() {
             "engine" => crate::bench::engine(runs),
             "store" => crate::store::cli::bench(runs),
             "tui" => crate::tui::bench::run(runs.min(100_000)),
+            "parse" => match crate::parse::bench::run(size_mb, &mut std::io::stdout()) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    1
+                }
+            },
             other => {
-                eprintln!("error: unknown benchmark `{other}` (expected engine, store or tui)");
+                eprintln!(
+                    "error: unknown benchmark `{other}` (expected engine, store, parse or tui)"
+                );
                 2
             }
         },

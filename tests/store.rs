@@ -56,7 +56,9 @@ fn run_ok(plan: &Path, store: &Path, extra: &[&str]) -> (i32, String, String) {
 
 /// Every run: terminal, attempts numbered 1..=n with none lost, every attempt but the last
 /// ended, at most one success, and the event log agrees.
-fn check_invariants(store: &Path) {
+/// `reruns`: the test re-ran finished runs on purpose (`--rerun-changed`), so a run may
+/// hold more than one successful attempt — each still exactly once.
+fn check_invariants(store: &Path, reruns: bool) {
     let s = Store::open(store, false).unwrap();
     let events = s.events().unwrap();
     for d in s.docs().values() {
@@ -87,7 +89,7 @@ fn check_invariants(store: &Path) {
             .iter()
             .filter(|a| a.status() == "success")
             .count();
-        assert!(successes <= 1, "{}: {successes} successes", d.key);
+        assert!(reruns || successes <= 1, "{}: {successes} successes", d.key);
         let last = d.attempts.last().expect("an attempt or a skip");
         assert_eq!(last.end.as_ref(), Some(&d.record.state), "{}", d.key);
         // Every attempt the event log saw start is in the doc, and each ended once.
@@ -114,14 +116,14 @@ fn check_invariants(store: &Path) {
 #[test]
 fn crash_loop_loses_nothing() {
     let tmp = tempfile::tempdir().unwrap();
-    let commits: Vec<(String, &str)> = (0..6).map(|i| (format!("c{i:07x}"), "")).collect();
+    let commits: Vec<(String, &str)> = (0..12).map(|i| (format!("c{i:07x}"), "")).collect();
     let refs: Vec<(&str, &str)> = commits.iter().map(|(c, e)| (c.as_str(), *e)).collect();
     let plan = write_plan(tmp.path(), &plan_text(&refs));
     let store = tmp.path().join("store");
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(6);
     let mut kills = 0;
     for _ in 0..40 {
-        let mut child = cmd(&plan, &store, "2000", &[])
+        let mut child = cmd(&plan, &store, "400", &[])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -142,9 +144,9 @@ fn crash_loop_loses_nothing() {
     assert!(kills >= 20, "only {kills} kills");
     let (code, out, err) = run_ok(&plan, &store, &[]);
     assert!(code == 0, "final run: {code}\n{out}\n{err}");
-    check_invariants(&store);
+    check_invariants(&store, false);
     let s = Store::open(&store, false).unwrap();
-    assert_eq!(s.docs().len(), 18);
+    assert_eq!(s.docs().len(), 36);
     assert!(s.life() > 20);
 }
 
@@ -245,7 +247,7 @@ fn resume_keeps_finished_runs_and_detects_plan_changes() {
         "{out}"
     );
     drop(s);
-    check_invariants(&store);
+    check_invariants(&store, true);
 }
 
 #[test]
@@ -278,7 +280,7 @@ fn retry_failed_requeues_failures() {
     let s = Store::open(&store, false).unwrap();
     assert!(s.docs()["c1111111/human"].attempts.len() > n);
     drop(s);
-    check_invariants(&store);
+    check_invariants(&store, false);
     let (code, _, err) = run_ok(&plan, &store, &["--retry-failed", "bogus"]);
     assert_eq!(code, 2, "{err}");
 }
