@@ -368,12 +368,24 @@ impl App {
                     .insert(layer.clone(), (*done, *total));
             }
             Event::Gpu { sample } => self.push_gpu(sample.clone()),
-            Event::State { run, to, .. } => {
+            Event::State {
+                run, to, attempt, ..
+            } => {
                 if let RunState::Active {
                     stage: crate::model::Stage::PreparingImage,
                 } = to
                 {
                     self.pull_layers.remove(run);
+                    // The rings span attempts; say where a new one begins.
+                    let has_lines = self
+                        .logs
+                        .get(run.0 as usize)
+                        .is_some_and(|l| l.as_ref().is_some_and(|l| l.len() > 0));
+                    if has_lines {
+                        let marker = format!("──── attempt {attempt} ────");
+                        self.push_log(*run, Stream::Server, Pipe::Stdout, &marker);
+                        self.push_log(*run, Stream::Bench, Pipe::Stdout, &marker);
+                    }
                 }
                 if matches!(to, RunState::Finished { .. } | RunState::Held { .. }) {
                     self.finished_order.push_back(*run);

@@ -484,3 +484,39 @@ fn eta_counts_remaining_gpu_demand() {
     assert!(app.eta_ms().is_some());
     assert!(app.delta_pct(RunId(1)).unwrap() > 11.0);
 }
+
+#[test]
+fn a_new_attempt_is_marked_in_the_log() {
+    let mut app = scene();
+    let mut f = Feed { seq: 20_000 };
+    for (from, to) in [
+        (
+            RunState::Held {
+                category: Category::Aimv2Conflict,
+            },
+            RunState::Queued,
+        ),
+        (
+            RunState::Queued,
+            RunState::Active {
+                stage: Stage::PreparingImage,
+            },
+        ),
+    ] {
+        f.send(
+            &mut app,
+            99_000,
+            Event::State {
+                run: RunId(2),
+                attempt: 2,
+                from,
+                to,
+                detail: None,
+                gpus: vec![2],
+            },
+        );
+    }
+    let logs = app.logs[2].as_ref().unwrap();
+    assert_eq!(&*logs.server.back().unwrap().text, "──── attempt 2 ────");
+    assert_eq!(app.state.run(RunId(2)).attempt, 2);
+}
