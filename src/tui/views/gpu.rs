@@ -42,12 +42,11 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     }
     // One line per GPU: label, util sparkline, mem sparkline, numbers, holder.
     let w = inner.width;
-    let spark_w = if w >= 90 {
-        16
-    } else if w >= 60 {
-        10
-    } else {
-        0
+    let spark_w = match w {
+        90.. => 16,
+        60..=89 => 10,
+        48..=59 => 6,
+        _ => 0,
     };
     for (i, g) in app.gpus.iter().enumerate().take(inner.height as usize) {
         let y = inner.y + i as u16;
