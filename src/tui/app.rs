@@ -94,6 +94,9 @@ pub fn is_error_line(s: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct GpuView {
     pub sample: GpuSample,
+    /// Compute processes on this GPU that belong to no run of this sweep (another user,
+    /// a leftover container): the operator should know before the next run OOMs.
+    pub foreign: usize,
     pub util: VecDeque<u64>,
     pub mem_pct: VecDeque<u64>,
 }
@@ -470,14 +473,23 @@ impl App {
             GpuMsg::Unavailable(why) => self.gpu_source = GpuSource::Unavailable(why),
             GpuMsg::Samples(samples) => {
                 self.gpu_source = GpuSource::Nvml;
-                let holders = super::gpu::holders(&self.state, samples.len() as u32);
-                for (mut s, _pids) in samples {
+                let n = samples
+                    .iter()
+                    .map(|(s, _)| s.index + 1)
+                    .max()
+                    .unwrap_or(0)
+                    .max(self.gpus_total);
+                let holders = super::gpu::holders(&self.state, n);
+                for (mut s, pids) in samples {
                     s.run = holders
                         .get(s.index as usize)
                         .copied()
                         .flatten()
                         .map(|h| h.0);
+                    let foreign = if s.run.is_none() { pids.len() } else { 0 };
+                    let i = s.index as usize;
                     self.push_gpu(s);
+                    self.gpus[i].foreign = foreign;
                 }
             }
         }
@@ -493,8 +505,20 @@ impl App {
     fn push_gpu(&mut self, s: GpuSample) {
         let i = s.index as usize;
         while self.gpus.len() <= i {
+            let index = self.gpus.len() as u32;
             self.gpus.push(GpuView {
-                sample: s.clone(),
+                foreign: 0,
+                // Until its own sample arrives, a GPU reads as "no sample".
+                sample: GpuSample {
+                    index,
+                    name: String::new(),
+                    util_pct: 0,
+                    mem_used_mib: 0,
+                    mem_total_mib: 0,
+                    temp_c: 0,
+                    power_w: 0,
+                    run: None,
+                },
                 util: VecDeque::new(),
                 mem_pct: VecDeque::new(),
             });

@@ -520,3 +520,31 @@ fn a_new_attempt_is_marked_in_the_log() {
     assert_eq!(&*logs.server.back().unwrap().text, "──── attempt 2 ────");
     assert_eq!(app.state.run(RunId(2)).attempt, 2);
 }
+
+#[test]
+fn nvml_samples_name_the_holder_and_flag_foreign_processes() {
+    let mut app = scene();
+    app.gpus.clear();
+    let sample = |index: u32| crate::event::GpuSample {
+        index,
+        name: "NVIDIA H100 80GB HBM3".into(),
+        util_pct: 50,
+        mem_used_mib: 40_000,
+        mem_total_mib: 81_559,
+        temp_c: 60,
+        power_w: 400,
+        run: None,
+    };
+    // GPU 6 is held by run 6; GPU 5 is held by nobody but has a process on it.
+    app.on_gpu(GpuMsg::Samples(vec![
+        (sample(5), vec![4242]),
+        (sample(6), vec![777]),
+    ]));
+    assert_eq!(app.gpus[6].sample.run, Some(RunId(6)));
+    assert_eq!(app.gpus[5].foreign, 1);
+    assert_eq!(app.gpus[6].foreign, 0);
+    let s = render(&app, 160, 48);
+    assert!(s.contains("⚠ 1 foreign proc"), "{s}");
+    assert!(s.contains("0   no sample"), "{s}");
+    assert!(s.contains("GPUs · NVML"), "{s}");
+}

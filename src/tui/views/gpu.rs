@@ -51,6 +51,18 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     for (i, g) in app.gpus.iter().enumerate().take(inner.height as usize) {
         let y = inner.y + i as u16;
         let s = &g.sample;
+        if s.mem_total_mib == 0 && g.util.len() <= 1 {
+            f.render_widget(
+                Paragraph::new(Span::styled(format!("{:<3} no sample", s.index), t.dim())),
+                Rect {
+                    x: inner.x,
+                    y,
+                    width: w,
+                    height: 1,
+                },
+            );
+            continue;
+        }
         let label = format!("{:<3}{:>4}% ", s.index, s.util_pct);
         let mut x = inner.x;
         f.render_widget(
@@ -96,7 +108,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         let holder = s
             .run
             .map(|r| format!(" {r} {}", app.plan.runs[r.0 as usize].key))
-            .unwrap_or_else(|| " idle".into());
+            .unwrap_or_else(|| match g.foreign {
+                0 => " idle".into(),
+                n => format!(" ⚠ {n} foreign proc"),
+            });
         let rest = format!(
             "{:>5.1}/{:.0}G {:>3}°C {:>4}W{}",
             s.mem_used_mib as f64 / 1024.0,
