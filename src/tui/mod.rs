@@ -327,7 +327,12 @@ pub async fn run_tui(
         drop(gtx);
     }
 
-    let mut guard = terminal::Guard::enter()?;
+    let stderr_log = opts
+        .log_dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("nightshift-stderr.log");
+    let mut guard = terminal::Guard::enter(Some(stderr_log))?;
     let mut input = crossterm::event::EventStream::new();
     let mut tick = tokio::time::interval(opts.refresh);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -447,7 +452,14 @@ pub async fn run_tui(
             app.on_envelope(&env);
         }
     }
+    let stderr_log = guard.stderr_log.clone();
     drop(guard);
+    if let Some(p) = stderr_log.filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0)) {
+        eprintln!(
+            "nightshift: warnings printed while the screen was open are in {}",
+            p.display()
+        );
+    }
     if let Some(e) = engine_err {
         eprintln!("nightshift: the engine stopped: {e}");
     }
