@@ -230,7 +230,7 @@ pub fn run_plan(a: crate::store::cli::RunArgs) -> i32 {
     // Logs first: their files are closed before the store records them.
     engine.observe(Box::new(crate::engine::logs::LogWriter::new(log_dir, keys)));
     engine.observe(Box::new(obs));
-    finish(block_on(run_tui(plan, engine, cmds, opts)))
+    finish(block_on(run_tui(plan, engine, cmds, opts)), true)
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -241,17 +241,17 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
-fn finish(result: anyhow::Result<TuiExit>) -> i32 {
+fn finish(result: anyhow::Result<TuiExit>, resumable: bool) -> i32 {
     match result {
         Ok(exit) => {
             println!(
                 "nightshift: {} of {} runs done{}",
                 exit.done,
                 exit.total,
-                if exit.finished {
-                    ""
-                } else {
-                    "; run the same command to resume"
+                match (exit.finished, resumable) {
+                    (true, _) => "",
+                    (false, true) => "; run the same command to resume",
+                    (false, false) => " (the demo keeps no store)",
                 }
             );
             0
@@ -275,26 +275,29 @@ fn start(
         eprintln!("error: the TUI needs a terminal (use `nightshift run --headless` for logs)");
         return 2;
     }
-    finish(block_on(async move {
-        let (engine, cmds) = Engine::new(
-            plan.clone(),
-            runtime,
-            EngineOptions {
-                gpus,
-                seed,
-                wait_for_operator: true,
-            },
-        );
-        let mut engine = engine.with_time_scale(time_scale);
-        if let Some(dir) = &opts.log_dir {
-            let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
-            engine.observe(Box::new(crate::engine::logs::LogWriter::new(
-                dir.clone(),
-                keys,
-            )));
-        }
-        run_tui(plan, engine, cmds, opts).await
-    }))
+    finish(
+        block_on(async move {
+            let (engine, cmds) = Engine::new(
+                plan.clone(),
+                runtime,
+                EngineOptions {
+                    gpus,
+                    seed,
+                    wait_for_operator: true,
+                },
+            );
+            let mut engine = engine.with_time_scale(time_scale);
+            if let Some(dir) = &opts.log_dir {
+                let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
+                engine.observe(Box::new(crate::engine::logs::LogWriter::new(
+                    dir.clone(),
+                    keys,
+                )));
+            }
+            run_tui(plan, engine, cmds, opts).await
+        }),
+        false,
+    )
 }
 
 /// The TUI over a sweep: returns when the operator quits or a signal arrives.
