@@ -60,7 +60,7 @@ pub enum Cmd {
         rerun_changed: bool,
     },
     /// The TUI on a simulated sweep of the example plan (no Docker or GPU needed).
-    Demo,
+    Demo(crate::tui::DemoArgs),
     /// Plan files: check, show, import.
     Plan {
         #[command(subcommand)]
@@ -100,11 +100,11 @@ pub enum Cmd {
     },
     /// Check this machine can run a sweep.
     Doctor,
-    /// Benchmarks: `engine` (sim at max speed) or `parse`.
+    /// Benchmarks: `engine` (sim at max speed), `store`, `parse`, or `tui` (frame times; try --runs 1000).
     Bench {
-        /// engine | store | parse
+        /// engine | store | parse | tui
         what: String,
-        /// Runs for the engine and store benchmarks.
+        /// Runs for the engine, store and tui benchmarks.
         #[arg(long, default_value_t = 10_000)]
         runs: usize,
         /// Size of the synthetic server log for the parse benchmark.
@@ -180,9 +180,6 @@ pub fn run(cli: Cli) -> i32 {
             retry_failed,
             rerun_changed,
         } => {
-            if !headless {
-                return not_yet("the TUI (`run` without --headless)", 7);
-            }
             if runtime == RuntimeKind::Docker {
                 return not_yet("the Docker runtime (--runtime docker)", 5);
             }
@@ -198,7 +195,7 @@ pub fn run(cli: Cli) -> i32 {
                 Err(code) => return code,
             };
             let rt: Arc<dyn Runtime> = Arc::new(SimRuntime::new(speed));
-            crate::store::cli::run_headless(crate::store::cli::RunArgs {
+            let args = crate::store::cli::RunArgs {
                 plan,
                 runtime: rt,
                 gpus: gpus.unwrap_or(8),
@@ -208,9 +205,13 @@ pub fn run(cli: Cli) -> i32 {
                 retry_failed: retry_failed.map(|c| Some(c).filter(|c| c != "all")),
                 rerun_changed,
                 time_scale: speed.time_scale(),
-            })
+            };
+            if !headless {
+                return crate::tui::run_plan(args);
+            }
+            crate::store::cli::run_headless(args)
         }
-        Cmd::Demo => not_yet("`nightshift demo` (the TUI)", 7),
+        Cmd::Demo(args) => crate::tui::demo(args),
         Cmd::Parse { files, json } => {
             if files.is_empty() {
                 eprintln!("error: parse needs at least one FILE");
@@ -240,6 +241,7 @@ pub fn run(cli: Cli) -> i32 {
         } => match what.as_str() {
             "engine" => crate::bench::engine(runs),
             "store" => crate::store::cli::bench(runs),
+            "tui" => crate::tui::bench::run(runs.min(100_000)),
             "parse" => match crate::parse::bench::run(size_mb, &mut std::io::stdout()) {
                 Ok(()) => 0,
                 Err(e) => {
@@ -248,7 +250,9 @@ pub fn run(cli: Cli) -> i32 {
                 }
             },
             other => {
-                eprintln!("error: unknown benchmark `{other}` (expected engine, store or parse)");
+                eprintln!(
+                    "error: unknown benchmark `{other}` (expected engine, store, parse or tui)"
+                );
                 2
             }
         },
