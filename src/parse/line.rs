@@ -112,7 +112,11 @@ pub(crate) fn clean(seg: &[u8]) -> Clean {
     if bytes.iter().any(|&b| b == b'*' || b == b'`') {
         bytes.retain(|&b| b != b'*' && b != b'`');
     }
-    let text = String::from_utf8_lossy(&bytes);
+    let mut text = String::from_utf8_lossy(&bytes);
+    // Text pasted from web pages and editors: byte-order marks and zero-width spaces.
+    if text.contains(['\u{feff}', '\u{200b}']) {
+        text = text.replace(['\u{feff}', '\u{200b}'], "").into();
+    }
     let mut s: &str = text.trim();
     let mut log_record = false;
     // Prefixes stack (`vllm | 2024-… (APIServer pid=1) INFO …] `), so peel until none fits.
@@ -151,6 +155,12 @@ mod tests {
         let c = clean(b"> # Total generated tokens:   **38614**   ");
         assert_eq!(c.text, "Total generated tokens:   38614");
         assert!(!c.log_record);
+    }
+
+    #[test]
+    fn drops_bom_and_zero_width_spaces() {
+        let c = clean("\u{feff}Successful requests:\u{200b}  10\u{a0}".as_bytes());
+        assert_eq!(c.text, "Successful requests:  10");
     }
 
     #[test]

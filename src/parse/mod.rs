@@ -7,6 +7,14 @@
 //! the closing `=====` line completes it; offline results (throughput, latency, prefix
 //! caching) are single lines. The last complete block is the result, earlier ones are
 //! history, and a block cut off before its end is reported as truncated.
+//!
+//! [`parse_bytes`] also reads result files (`--save-result` JSON or JSON Lines,
+//! `--output-json`); the streaming parser reads printed text only.
+//!
+//! Measuring: `cargo run --release --example parse_bench -- 1024` (or `nightshift bench
+//! parse`) prints MB/s and lines/s beside a naive every-regex-on-every-line parser. A long
+//! property run: `NIGHTSHIFT_PROPTEST_CASES=250000 nice -n 19 cargo test --test
+//! parse_props -- --test-threads 1`.
 
 pub mod bench;
 pub mod cli;
