@@ -32,7 +32,7 @@ pub fn synthetic_plan(runs: usize) -> Plan {
     ];
     for i in 0..commits {
         let (_, cmd) = cmds[i % cmds.len()];
-        let _ = writeln!(t, "[[commits]]\ncommit = \"{:040x}\"\nparent = \"{:040x}\"\nmodel = \"m/x\"\ngpu_config = \"H100:1\"\nperf_command = '''{cmd}'''", (i as u128) << 8 | 0xabc, (i as u128) << 8 | 0xdef);
+        let _ = writeln!(t, "[[commits]]\ncommit = \"{:040x}\"\nparent = \"{:040x}\"\nmodel = \"m/x\"\ngpu_config = \"H100:1\"\nperf_command = '''{cmd}'''", (i as u128) << 12 | 0xabc, (i as u128) << 12 | 0xdef);
         let f = fails[i % fails.len()];
         if !f.is_empty() {
             let _ = writeln!(t, "sim = {{ fail = \"{f}\", transient = true }}");

@@ -1,7 +1,6 @@
 //! Command-line interface (clap derive). Thin: every subcommand calls into the library.
 //! Exit status: 0 success, 1 the work failed, 2 bad usage or bad input.
 
-use crate::engine::{Engine, EngineOptions};
 use crate::plan::{LoadError, Plan};
 use crate::runtime::sim::{SimRuntime, Speed};
 use crate::runtime::Runtime;
@@ -53,9 +52,15 @@ pub enum Cmd {
         /// Where full logs go (default: under the store).
         #[arg(long)]
         log_dir: Option<PathBuf>,
+        /// Re-queue failed runs (all, or only this category).
+        #[arg(long, value_name = "CATEGORY", num_args = 0..=1, default_missing_value = "all")]
+        retry_failed: Option<String>,
+        /// Re-run finished runs whose command, model or GPU changed in the plan.
+        #[arg(long)]
+        rerun_changed: bool,
     },
     /// The TUI on a simulated sweep of the example plan (no Docker or GPU needed).
-    Demo,
+    Demo(crate::tui::DemoArgs),
     /// Plan files: check, show, import.
     Plan {
         #[command(subcommand)]
@@ -77,19 +82,34 @@ pub enum Cmd {
     Results {
         #[arg(long)]
         store: Option<PathBuf>,
+        /// table, json, csv or md.
         #[arg(long, default_value = "table")]
         format: String,
+        /// e.g. `variant=human,status=success` (fields: commit key variant agent status category model gpu).
+        #[arg(long)]
+        filter: Option<String>,
+        /// Win/tie/loss threshold in percent.
+        #[arg(long, default_value_t = 2.0)]
+        threshold: f64,
     },
     /// Everything about one commit or run.
-    Show { what: String },
+    Show {
+        what: String,
+        #[arg(long)]
+        store: Option<PathBuf>,
+    },
     /// Check this machine can run a sweep.
     Doctor,
-    /// Benchmarks: `engine` (sim at max speed) or `parse`.
+    /// Benchmarks: `engine` (sim at max speed), `store`, `parse`, or `tui` (frame times; try --runs 1000).
     Bench {
+        /// engine | store | parse | tui
         what: String,
-        /// Runs for the engine benchmark.
+        /// Runs for the engine, store and tui benchmarks.
         #[arg(long, default_value_t = 10_000)]
         runs: usize,
+        /// Size of the synthetic server log for the parse benchmark.
+        #[arg(long, default_value_t = 1024)]
+        size_mb: usize,
     },
 }
 
@@ -126,11 +146,6 @@ pub fn main() -> i32 {
     run(cli)
 }
 
-fn not_yet(what: &str, issue: u32) -> i32 {
-    eprintln!("nightshift: {what} is not built yet (it arrives with issue #{issue})");
-    2
-}
-
 pub fn load_plan(path: &std::path::Path) -> Result<Plan, i32> {
     Plan::load(path).map_err(|e| {
         match &e {
@@ -157,13 +172,9 @@ pub fn run(cli: Cli) -> i32 {
             speed,
             seed,
             log_dir,
+            retry_failed,
+            rerun_changed,
         } => {
-            if !headless {
-                return not_yet("the TUI (`run` without --headless)", 7);
-            }
-            if store.is_some() {
-                return not_yet("the store (--store)", 6);
-            }
             let speed: Speed = match speed.parse() {
                 Ok(s) => s,
                 Err(e) => {
@@ -193,9 +204,23 @@ pub fn run(cli: Cli) -> i32 {
                         speed.time_scale(),
                     )
                 };
-            run_headless(plan, rt, gpus, seed, log_dir, time_scale)
+            let args = crate::store::cli::RunArgs {
+                plan,
+                runtime: rt,
+                gpus,
+                seed,
+                store,
+                log_dir,
+                retry_failed: retry_failed.map(|c| Some(c).filter(|c| c != "all")),
+                rerun_changed,
+                time_scale,
+            };
+            if !headless {
+                return crate::tui::run_plan(args);
+            }
+            crate::store::cli::run_headless(args)
         }
-        Cmd::Demo => not_yet("`nightshift demo` (the TUI)", 7),
+        Cmd::Demo(args) => crate::tui::demo(args),
         Cmd::Parse { files, json } => {
             if files.is_empty() {
                 eprintln!("error: parse needs at least one FILE");
@@ -210,71 +235,37 @@ pub fn run(cli: Cli) -> i32 {
             }
             crate::diagnose::cli::main(&files, json, &mut std::io::stdout(), &mut std::io::stderr())
         }
-        Cmd::Results { .. } => not_yet("`nightshift results`", 6),
-        Cmd::Show { .. } => not_yet("`nightshift show`", 6),
+        Cmd::Results {
+            store,
+            format,
+            filter,
+            threshold,
+        } => crate::store::cli::results(store, &format, filter.as_deref(), threshold),
+        Cmd::Show { what, store } => crate::store::cli::show_cmd(store, &what),
         Cmd::Doctor => crate::runtime::docker::doctor::main(None),
-        Cmd::Bench { what, runs } => match what.as_str() {
+        Cmd::Bench {
+            what,
+            runs,
+            size_mb,
+        } => match what.as_str() {
             "engine" => crate::bench::engine(runs),
+            "store" => crate::store::cli::bench(runs),
+            "tui" => crate::tui::bench::run(runs.min(100_000)),
+            "parse" => match crate::parse::bench::run(size_mb, &mut std::io::stdout()) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    1
+                }
+            },
             other => {
-                eprintln!("error: unknown benchmark `{other}` (expected engine)");
+                eprintln!(
+                    "error: unknown benchmark `{other}` (expected engine, store, parse or tui)"
+                );
                 2
             }
         },
     }
-}
-
-fn runtime_handle() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
-
-fn run_headless(
-    plan: Arc<Plan>,
-    rt: Arc<dyn Runtime>,
-    gpus: u32,
-    seed: u64,
-    log_dir: Option<PathBuf>,
-    time_scale: f64,
-) -> i32 {
-    let tokio_rt = runtime_handle();
-    tokio_rt.block_on(async move {
-        let (engine, _cmds) = Engine::new(
-            plan.clone(),
-            rt,
-            EngineOptions {
-                gpus,
-                seed,
-                wait_for_operator: false,
-            },
-        );
-        let mut engine = engine.with_time_scale(time_scale);
-        engine.observe(Box::new(crate::headless::Printer::new(
-            plan.clone(),
-            std::io::stdout(),
-        )));
-        if let Some(dir) = log_dir {
-            let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
-            engine.observe(Box::new(crate::engine::logs::LogWriter::new(dir, keys)));
-        }
-        let shutdown = CancellationToken::new();
-        spawn_signal_handler(shutdown.clone());
-        match engine.run(shutdown).await {
-            Ok((summary, _state)) => {
-                let _ = crate::headless::print_summary(&mut std::io::stdout(), &plan, &summary);
-                if summary.interrupted || summary.paused.is_some() || summary.counts.queued > 0 {
-                    1
-                } else {
-                    0
-                }
-            }
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                1
-            }
-        }
-    })
 }
 
 /// SIGINT and SIGTERM stop the sweep cleanly: runs in flight are cancelled and re-queued.

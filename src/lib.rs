@@ -17,3 +17,5 @@ pub mod policy;
 pub mod runtime;
 pub mod scheduler;
 pub mod state;
+pub mod store;
+pub mod tui;

@@ -558,6 +558,38 @@ async fn missing_image_disk_check_then_pull() {
     assert_eq!(sweep_containers(&sweep), Vec::<String>::new());
 }
 
+/// Cancelling a run in flight (operator cancel, Ctrl-C) returns promptly and leaves no
+/// container behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_returns_promptly_and_tears_down() {
+    require_docker!();
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path());
+    let sweep = format!("ns-cancel-{}", std::process::id());
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1 << 16);
+    let j = job(
+        "nightshift-standin:hang",
+        "vllm bench serve --model standin/tiny",
+        &sweep,
+        "HEAD",
+        1,
+    );
+    let sink = RunSink::new(j.run, j.attempt, tx);
+    let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        c2.cancel();
+    });
+    let t = Instant::now();
+    let report = rt.execute(j, sink, cancel).await;
+    assert_eq!(report.end, RunEnd::Cancelled);
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert_eq!(sweep_containers(&sweep), Vec::<String>::new());
+    drain.abort();
+}
+
 /// Leftovers of an earlier nightshift of the sweep are found by label and removed.
 #[tokio::test(flavor = "multi_thread")]
 async fn leftovers_are_removed() {

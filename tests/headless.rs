@@ -3,6 +3,7 @@
 use std::process::Command;
 
 fn run(seed: &str) -> (i32, String) {
+    let store = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_nightshift"))
         .args([
             "run",
@@ -14,6 +15,8 @@ fn run(seed: &str) -> (i32, String) {
             "max",
             "--seed",
             seed,
+            "--store",
+            store.path().to_str().unwrap(),
         ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
@@ -71,4 +74,55 @@ fn same_seed_same_outcome() {
         v
     };
     assert_eq!(finals(&a), finals(&b));
+}
+
+#[test]
+fn sigterm_and_sigint_stop_cleanly_and_the_sweep_resumes() {
+    for signal in ["-TERM", "-INT"] {
+        let store = tempfile::tempdir().unwrap();
+        let args = |speed: &'static str| {
+            vec![
+                "run".to_string(),
+                "examples/iso-vllm.toml".into(),
+                "--runtime".into(),
+                "sim".into(),
+                "--headless".into(),
+                "--speed".into(),
+                speed.into(),
+                "--store".into(),
+                store.path().to_str().unwrap().into(),
+            ]
+        };
+        let child = Command::new(env!("CARGO_BIN_EXE_nightshift"))
+            .args(args("50"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let killed = Command::new("kill")
+            .arg(signal)
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{signal}: {stdout}");
+        assert!(stdout.contains("interrupted"), "{signal}: {stdout}");
+        assert!(
+            stdout.contains("interrupted by shutdown"),
+            "runs in flight are re-queued: {stdout}"
+        );
+        // The next run resumes and finishes everything.
+        let out = Command::new(env!("CARGO_BIN_EXE_nightshift"))
+            .args(args("max"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{stdout}");
+        assert!(stdout.contains("285 of 285 runs finished"), "{stdout}");
+    }
 }

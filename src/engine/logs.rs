@@ -6,13 +6,15 @@ use crate::event::{Envelope, Event};
 use crate::model::{Pipe, RunId, RunState};
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::{BufWriter, Write};
+use std::io::{LineWriter, Write};
 use std::path::{Path, PathBuf};
 
 pub struct LogWriter {
     dir: PathBuf,
     keys: Vec<String>,
-    open: HashMap<(RunId, u32, &'static str), BufWriter<File>>,
+    /// Line-buffered: a line is on disk as soon as it is complete, so a crash or `o` (the
+    /// pager) never sees a log cut short by a buffer.
+    open: HashMap<(RunId, u32, &'static str), LineWriter<File>>,
 }
 
 /// `<dir>/<key with / as __>/attempt-<n>/<stream>.<pipe>.log`
@@ -95,7 +97,7 @@ impl Observer for LogWriter {
                         .create(true)
                         .append(true)
                         .open(&path)?;
-                    self.open.insert(k, BufWriter::new(f));
+                    self.open.insert(k, LineWriter::new(f));
                 }
                 let w = self.open.get_mut(&k).expect("just opened");
                 w.write_all(line.as_bytes())?;

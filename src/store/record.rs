@@ -1,0 +1,311 @@
+//! What the store keeps per run: the run as planned ([`RunInfo`]), its folded state, every
+//! attempt ([`AttemptDoc`]) and its state history; and the results record derived from them
+//! (one per commit × variant × attempt, as in `spec/plan-format.md` "Results record").
+
+use crate::event::Finding;
+use crate::model::{RunState, Stage, Variant};
+use crate::plan::{Plan, RunSpec};
+use crate::state::RunRecord;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One run as the plan describes it (a snapshot: the plan file may change between nights).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub key: String,
+    pub commit: String,
+    pub parent: Option<String>,
+    pub title: String,
+    pub variant: Variant,
+    pub repeat: u32,
+    pub model: Option<String>,
+    /// `TYPE:COUNT`, e.g. `H100:1`.
+    pub gpu: String,
+    pub gpus: u32,
+    pub command: Option<String>,
+    pub kind: Option<String>,
+    pub image: Option<String>,
+    pub patch: Option<String>,
+    pub skip_reason: Option<String>,
+}
+
+impl RunInfo {
+    pub fn from_spec(plan: &Plan, spec: &RunSpec) -> RunInfo {
+        let c = plan.commit_of(spec);
+        RunInfo {
+            key: spec.key.clone(),
+            commit: c.commit.clone(),
+            parent: c.parent.clone(),
+            title: c.title.clone(),
+            variant: spec.variant.clone(),
+            repeat: spec.repeat,
+            model: c.model.clone(),
+            gpu: c.gpu.to_string(),
+            gpus: spec.gpus,
+            command: c.perf_command.clone(),
+            kind: c
+                .kind()
+                .and_then(|k| serde_json::to_value(k).ok())
+                .and_then(|v| v.as_str().map(str::to_string)),
+            image: spec.image.clone(),
+            patch: spec.patch.clone(),
+            skip_reason: spec.skip_reason.clone(),
+        }
+    }
+
+    /// What makes two versions of a run measure different things.
+    pub fn changes_from(&self, old: &RunInfo) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.command != old.command {
+            v.push("command");
+        }
+        if self.model != old.model {
+            v.push("model");
+        }
+        if self.gpu != old.gpu {
+            v.push("gpu");
+        }
+        if self.image != old.image {
+            v.push("image");
+        }
+        if self.patch != old.patch {
+            v.push("patch");
+        }
+        v
+    }
+
+    pub fn gpu_type(&self) -> &str {
+        self.gpu.split(':').next().unwrap_or("")
+    }
+}
+
+/// The plan as last run: its hash and its runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanSnapshot {
+    pub name: String,
+    pub hash: String,
+    pub path: String,
+    pub runs: Vec<RunInfo>,
+    pub saved_ms: u64,
+}
+
+impl PlanSnapshot {
+    pub fn of(plan: &Plan) -> PlanSnapshot {
+        PlanSnapshot {
+            name: plan.name.clone(),
+            hash: plan.hash.clone(),
+            path: plan.path.display().to_string(),
+            runs: plan
+                .runs
+                .iter()
+                .map(|s| RunInfo::from_spec(plan, s))
+                .collect(),
+            saved_ms: crate::event::now_ms(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogFile {
+    pub path: String,
+    pub bytes: u64,
+}
+
+/// One state change of a run, as it happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateChange {
+    pub at_ms: u64,
+    pub attempt: u32,
+    pub from: RunState,
+    pub to: RunState,
+    pub detail: Option<String>,
+}
+
+/// One attempt of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AttemptDoc {
+    pub attempt: u32,
+    pub started_ms: Option<u64>,
+    pub finished_ms: Option<u64>,
+    pub stages: Vec<(Stage, u64)>,
+    /// How the attempt ended: a finished state, held, or `queued` when interrupted.
+    pub end: Option<RunState>,
+    pub interrupted: bool,
+    pub detail: Option<String>,
+    pub gpus: Vec<u32>,
+    pub metrics: BTreeMap<String, f64>,
+    pub findings: Vec<Finding>,
+    pub fixes: Vec<String>,
+    pub provenance: BTreeMap<String, String>,
+    pub vllm_version: Option<String>,
+    /// The run as planned when this attempt started (command as run, image, patch).
+    pub info: Option<RunInfo>,
+    pub logs: Vec<LogFile>,
+}
+
+impl AttemptDoc {
+    pub fn status(&self) -> &'static str {
+        match &self.end {
+            None => "running",
+            Some(RunState::Finished { outcome }) => outcome.status(),
+            Some(RunState::Held { .. }) => "held",
+            Some(RunState::Queued) => "interrupted",
+            Some(RunState::Active { .. }) => "running",
+        }
+    }
+    pub fn category(&self) -> Option<crate::category::Category> {
+        match &self.end {
+            Some(RunState::Finished { outcome }) => outcome.category(),
+            Some(RunState::Held { category }) => Some(*category),
+            _ => None,
+        }
+    }
+}
+
+/// Everything the store knows about one run, keyed by [`RunSpec::key`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunDoc {
+    pub key: String,
+    pub info: RunInfo,
+    pub record: RunRecord,
+    pub attempts: Vec<AttemptDoc>,
+    pub history: Vec<StateChange>,
+    /// A finding made from the plan before any attempt ran.
+    pub predicted: Option<Finding>,
+    /// Not in the plan any more (kept: a night's results are never thrown away).
+    #[serde(default)]
+    pub removed: bool,
+}
+
+impl RunDoc {
+    pub fn new(info: RunInfo) -> RunDoc {
+        RunDoc {
+            key: info.key.clone(),
+            info,
+            record: RunRecord::default(),
+            attempts: Vec::new(),
+            history: Vec::new(),
+            predicted: None,
+            removed: false,
+        }
+    }
+
+    pub fn attempt_mut(&mut self, n: u32) -> &mut AttemptDoc {
+        if let Some(i) = self.attempts.iter().position(|a| a.attempt == n) {
+            return &mut self.attempts[i];
+        }
+        self.attempts.push(AttemptDoc {
+            attempt: n,
+            ..Default::default()
+        });
+        self.attempts.sort_by_key(|a| a.attempt);
+        let i = self
+            .attempts
+            .iter()
+            .position(|a| a.attempt == n)
+            .expect("just pushed");
+        &mut self.attempts[i]
+    }
+
+    /// The attempt that stands for this run in a comparison: the last successful one, else
+    /// the last one.
+    pub fn representative(&self) -> Option<&AttemptDoc> {
+        self.attempts
+            .iter()
+            .rev()
+            .find(|a| a.status() == "success")
+            .or_else(|| self.attempts.last())
+    }
+}
+
+/// The results record: one per commit × variant × attempt (JSON output of `results`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultRecord {
+    pub key: String,
+    pub commit: String,
+    pub variant: String,
+    pub agent: Option<String>,
+    pub attempt: u32,
+    pub status: String,
+    pub category: Option<String>,
+    pub error: Option<String>,
+    pub started_at: Option<u64>,
+    pub finished_at: Option<u64>,
+    pub duration_s: Option<f64>,
+    pub metrics: BTreeMap<String, f64>,
+    pub provenance: Provenance,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub image: Option<String>,
+    pub image_digest: Option<String>,
+    pub vllm_version: Option<String>,
+    pub gpu_names: Option<String>,
+    pub driver: Option<String>,
+    pub gpu_indices: Vec<u32>,
+    pub perf_command: Option<String>,
+    pub model: Option<String>,
+    pub gpu: String,
+    pub patch_hash: Option<String>,
+    pub fixes: Vec<String>,
+    pub host: Option<String>,
+    pub other: BTreeMap<String, String>,
+}
+
+impl ResultRecord {
+    pub fn of(doc: &RunDoc, a: &AttemptDoc) -> ResultRecord {
+        let info = a.info.as_ref().unwrap_or(&doc.info);
+        let mut other = a.provenance.clone();
+        let mut take = |k: &[&str]| k.iter().find_map(|k| other.remove(*k));
+        let image_digest = take(&["image_digest", "digest"]);
+        let gpu_names = take(&["gpu_names", "gpu_name", "gpus"]);
+        let driver = take(&["driver", "driver_version"]);
+        let patch_hash = take(&["patch_hash", "patch_sha256"]);
+        let host = take(&["host", "hostname"]);
+        let image = take(&["image"]).or(info.image.clone());
+        let error = a
+            .findings
+            .last()
+            .map(|f| f.evidence.clone())
+            .filter(|_| a.status() != "success")
+            .or_else(|| match &a.end {
+                Some(RunState::Finished {
+                    outcome: crate::model::Outcome::Skipped { reason },
+                }) => Some(reason.clone()),
+                _ => None,
+            });
+        ResultRecord {
+            key: doc.key.clone(),
+            commit: info.commit.clone(),
+            variant: info.variant.to_string(),
+            agent: info.variant.agent_id().map(str::to_string),
+            attempt: a.attempt,
+            status: a.status().to_string(),
+            category: a.category().map(|c| c.as_str().to_string()),
+            error,
+            started_at: a.started_ms,
+            finished_at: a.finished_ms,
+            duration_s: match (a.started_ms, a.finished_ms) {
+                (Some(s), Some(f)) => Some(f.saturating_sub(s) as f64 / 1000.0),
+                _ => None,
+            },
+            metrics: a.metrics.clone(),
+            provenance: Provenance {
+                image,
+                image_digest,
+                vllm_version: a.vllm_version.clone(),
+                gpu_names,
+                driver,
+                gpu_indices: a.gpus.clone(),
+                perf_command: info.command.clone(),
+                model: info.model.clone(),
+                gpu: info.gpu.clone(),
+                patch_hash,
+                fixes: a.fixes.clone(),
+                host,
+                other,
+            },
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! Resume: compare the plan with the one the store last ran, and rebuild the engine's state
+//! from the stored runs. The diff and the reconstruction are pure; [`prepare`] applies them
+//! to a store.
+
+use super::record::{PlanSnapshot, RunDoc, RunInfo};
+use super::{Store, StoreObserver};
+use crate::category::Category;
+use crate::engine::observer::Observer;
+use crate::event::{now_ms, Command, Envelope, Event};
+use crate::model::{Outcome, RunId, RunState};
+use crate::plan::Plan;
+use crate::state::{RunRecord, SweepState};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// How the plan changed since the store last ran it (by run key).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlanDiff {
+    pub hash_changed: bool,
+    /// Runs new to the store (new commits, variants or agents): they are queued.
+    pub added: Vec<String>,
+    /// Runs the store has that the plan no longer lists: kept and reported.
+    pub removed: Vec<String>,
+    /// Runs whose command, model, GPU, image or patch changed since they last ran.
+    pub changed: Vec<(String, Vec<&'static str>)>,
+}
+
+impl PlanDiff {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+/// What a stored run last ran as: the plan of its last attempt that started, else the doc's.
+fn ran_as(doc: &RunDoc) -> &RunInfo {
+    doc.attempts
+        .iter()
+        .rev()
+        .find_map(|a| a.info.as_ref())
+        .unwrap_or(&doc.info)
+}
+
+pub fn diff(docs: &BTreeMap<String, RunDoc>, new: &[RunInfo]) -> PlanDiff {
+    let mut d = PlanDiff::default();
+    let new_keys: BTreeSet<&str> = new.iter().map(|r| r.key.as_str()).collect();
+    for r in new {
+        match docs.get(&r.key) {
+            None => d.added.push(r.key.clone()),
+            Some(doc) => {
+                let c = r.changes_from(ran_as(doc));
+                if !c.is_empty() {
+                    d.changed.push((r.key.clone(), c));
+                }
+            }
+        }
+    }
+    for (k, doc) in docs {
+        if !new_keys.contains(k.as_str()) && !doc.removed {
+            d.removed.push(k.clone());
+        }
+    }
+    d
+}
+
+/// What to re-queue on resume beyond runs caught mid-flight.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResumeOptions {
+    /// `--retry-failed [CATEGORY]`: `Some(None)` re-queues every failed run.
+    pub retry_failed: Option<Option<Category>>,
+    /// `--rerun-changed`: re-run finished runs whose command (model, GPU, image) changed.
+    pub rerun_changed: bool,
+}
+
+/// The stored record of every run of the new plan (fresh for new runs), and which runs to
+/// re-queue with the reason.
+pub fn reconstruct(
+    new: &[RunInfo],
+    docs: &BTreeMap<String, RunDoc>,
+    diff: &PlanDiff,
+    opts: &ResumeOptions,
+) -> (Vec<RunRecord>, Vec<(usize, String)>) {
+    let changed: BTreeMap<&str, &Vec<&'static str>> =
+        diff.changed.iter().map(|(k, c)| (k.as_str(), c)).collect();
+    let mut records = Vec::with_capacity(new.len());
+    let mut requeue = Vec::new();
+    for (i, r) in new.iter().enumerate() {
+        let rec = docs
+            .get(&r.key)
+            .map(|d| d.record.clone())
+            .unwrap_or_default();
+        let failed = match &rec.state {
+            RunState::Finished {
+                outcome: Outcome::Failed { category },
+            }
+            | RunState::Held { category } => Some(*category),
+            _ => None,
+        };
+        if let (Some(want), Some(cat)) = (&opts.retry_failed, failed) {
+            if want.is_none_or(|w| w == cat) {
+                requeue.push((i, format!("--retry-failed: was failed({cat})")));
+                records.push(rec);
+                continue;
+            }
+        }
+        if let Some(what) = changed.get(r.key.as_str()) {
+            if opts.rerun_changed
+                && matches!(rec.state, RunState::Finished { .. } | RunState::Held { .. })
+            {
+                requeue.push((i, format!("--rerun-changed: {} changed", what.join(", "))));
+            }
+        }
+        records.push(rec);
+    }
+    (records, requeue)
+}
+
+/// What [`prepare`] found and did, for the operator.
+#[derive(Debug, Clone, Default)]
+pub struct ResumeReport {
+    pub resumed: bool,
+    pub diff: PlanDiff,
+    pub kept_finished: usize,
+    pub interrupted: usize,
+    pub requeued: Vec<(String, String)>,
+    /// Changed runs kept as they were (no --rerun-changed).
+    pub changed_kept: usize,
+}
+
+impl ResumeReport {
+    pub fn lines(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if !self.resumed {
+            return v;
+        }
+        v.push(format!(
+            "resuming: {} finished runs kept, {} caught mid-flight re-queued as new attempts",
+            self.kept_finished, self.interrupted
+        ));
+        if self.diff.hash_changed {
+            v.push("the plan changed since the last run".into());
+        }
+        if !self.diff.added.is_empty() {
+            v.push(format!("  {} new runs queued", self.diff.added.len()));
+        }
+        for k in &self.diff.removed {
+            v.push(format!("  removed from the plan (kept in the store): {k}"));
+        }
+        if self.changed_kept > 0 {
+            v.push(format!(
+                "  {} finished runs changed command/model/GPU since they ran; kept (re-run them with --rerun-changed)",
+                self.changed_kept
+            ));
+        }
+        for (k, why) in &self.requeued {
+            v.push(format!("  re-queued {k}: {why}"));
+        }
+        v
+    }
+}
+
+/// Open the sweep in `store` for `plan`: diff the plan, mark removed runs, rebuild the
+/// state, persist re-queues (durably, as state transitions), and save the plan snapshot.
+/// Returns the observer to hand to the engine and the state for `Engine::with_state`.
+pub fn prepare(
+    mut store: Store,
+    plan: &Plan,
+    opts: &ResumeOptions,
+) -> anyhow::Result<(StoreObserver, SweepState, ResumeReport)> {
+    let snap = PlanSnapshot::of(plan);
+    let resumed = store.plan().is_some();
+    let old_hash = store.plan().map(|p| p.hash.clone());
+    let mut d = diff(store.docs(), &snap.runs);
+    d.hash_changed = old_hash.is_some_and(|h| h != plan.hash);
+    let (records, requeue) = reconstruct(&snap.runs, store.docs(), &d, opts);
+    store.begin_life()?;
+    for k in &d.removed {
+        if let Some(mut doc) = store.doc(k).cloned() {
+            doc.removed = true;
+            store.put_doc(doc)?;
+        }
+    }
+    for info in &snap.runs {
+        let mut doc = store
+            .doc(&info.key)
+            .cloned()
+            .unwrap_or_else(|| RunDoc::new(info.clone()));
+        if doc.info != *info || doc.removed || store.doc(&info.key).is_none() {
+            doc.info = info.clone();
+            doc.removed = false;
+            store.put_doc(doc)?;
+        }
+    }
+    store.put_plan(snap.clone())?;
+    store.flush()?;
+
+    let mut report = ResumeReport {
+        resumed,
+        ..Default::default()
+    };
+    for r in &records {
+        if r.state.is_terminal() {
+            report.kept_finished += 1;
+        } else if r.state.is_active() {
+            report.interrupted += 1;
+        }
+    }
+    let requeued: BTreeSet<usize> = requeue.iter().map(|(i, _)| *i).collect();
+    report.changed_kept = d
+        .changed
+        .iter()
+        .filter(|(k, _)| {
+            let i = snap.runs.iter().position(|r| &r.key == k);
+            i.is_some_and(|i| records[i].state.is_terminal() && !requeued.contains(&i))
+        })
+        .count();
+    report.kept_finished -= requeue.len().min(report.kept_finished);
+    report.diff = d;
+
+    let keys: Vec<String> = snap.runs.iter().map(|r| r.key.clone()).collect();
+    let mut state = SweepState::new(records.len());
+    state.runs = records;
+    let mut obs = StoreObserver::new(store, keys, state);
+    for (i, why) in requeue {
+        let rec = obs.state().runs[i].clone();
+        let run = RunId(i as u32);
+        obs.on_event(&Envelope {
+            seq: 0,
+            at_ms: now_ms(),
+            event: Event::Operator {
+                command: Command::Retry { run },
+            },
+        })?;
+        obs.on_event(&Envelope {
+            seq: 0,
+            at_ms: now_ms(),
+            event: Event::State {
+                run,
+                attempt: rec.attempt + 1,
+                from: rec.state.clone(),
+                to: RunState::Queued,
+                detail: Some(why.clone()),
+                gpus: vec![],
+            },
+        })?;
+        report.requeued.push((snap.runs[i].key.clone(), why));
+    }
+    let state = obs.state().clone();
+    Ok((obs, state, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Variant;
+
+    fn info(key: &str, cmd: &str) -> RunInfo {
+        RunInfo {
+            key: key.into(),
+            commit: key.split('/').next().unwrap().into(),
+            parent: None,
+            title: String::new(),
+            variant: Variant::Baseline,
+            repeat: 0,
+            model: Some("m".into()),
+            gpu: "H100:1".into(),
+            gpus: 1,
+            command: Some(cmd.into()),
+            kind: None,
+            image: None,
+            patch: None,
+            skip_reason: None,
+        }
+    }
+
+    fn doc(i: RunInfo, state: RunState, attempt: u32) -> RunDoc {
+        let mut d = RunDoc::new(i);
+        d.record.state = state;
+        d.record.attempt = attempt;
+        d
+    }
+
+    #[test]
+    fn diff_finds_added_removed_and_changed() {
+        let mut docs = BTreeMap::new();
+        docs.insert(
+            "a/baseline".into(),
+            doc(info("a/baseline", "x"), RunState::Queued, 0),
+        );
+        docs.insert(
+            "b/baseline".into(),
+            doc(info("b/baseline", "x"), RunState::Queued, 0),
+        );
+        let new = vec![info("a/baseline", "y"), info("c/baseline", "x")];
+        let d = diff(&docs, &new);
+        assert_eq!(d.added, vec!["c/baseline".to_string()]);
+        assert_eq!(d.removed, vec!["b/baseline".to_string()]);
+        assert_eq!(d.changed, vec![("a/baseline".to_string(), vec!["command"])]);
+    }
+
+    #[test]
+    fn finished_runs_are_kept_and_failures_requeued_only_when_asked() {
+        let ok = RunState::Finished {
+            outcome: Outcome::Success,
+        };
+        let oom = RunState::Finished {
+            outcome: Outcome::Failed {
+                category: Category::CudaOom,
+            },
+        };
+        let mut docs = BTreeMap::new();
+        docs.insert(
+            "a/baseline".into(),
+            doc(info("a/baseline", "x"), ok.clone(), 1),
+        );
+        docs.insert(
+            "b/baseline".into(),
+            doc(info("b/baseline", "x"), oom.clone(), 2),
+        );
+        let new = vec![info("a/baseline", "x"), info("b/baseline", "x")];
+        let d = diff(&docs, &new);
+        let (recs, rq) = reconstruct(&new, &docs, &d, &ResumeOptions::default());
+        assert_eq!(recs[0].state, ok);
+        assert_eq!(recs[1].state, oom);
+        assert!(rq.is_empty());
+        let opts = ResumeOptions {
+            retry_failed: Some(Some(Category::NoMetrics)),
+            ..Default::default()
+        };
+        assert!(reconstruct(&new, &docs, &d, &opts).1.is_empty());
+        let opts = ResumeOptions {
+            retry_failed: Some(None),
+            ..Default::default()
+        };
+        assert_eq!(reconstruct(&new, &docs, &d, &opts).1[0].0, 1);
+    }
+
+    #[test]
+    fn changed_runs_rerun_only_with_the_flag() {
+        let ok = RunState::Finished {
+            outcome: Outcome::Success,
+        };
+        let mut docs = BTreeMap::new();
+        docs.insert("a/baseline".into(), doc(info("a/baseline", "x"), ok, 1));
+        let new = vec![info("a/baseline", "y")];
+        let d = diff(&docs, &new);
+        assert!(reconstruct(&new, &docs, &d, &ResumeOptions::default())
+            .1
+            .is_empty());
+        let opts = ResumeOptions {
+            rerun_changed: true,
+            ..Default::default()
+        };
+        assert_eq!(reconstruct(&new, &docs, &d, &opts).1.len(), 1);
+    }
+}

@@ -1,0 +1,119 @@
+//! `nightshift show COMMIT_OR_RUN`: everything about one commit or run.
+
+use super::record::RunDoc;
+use std::fmt::Write;
+
+/// Runs matching `what`: an exact run key, or a commit (prefix, at least 4 characters).
+pub fn select<'a>(docs: &[&'a RunDoc], what: &str) -> Vec<&'a RunDoc> {
+    if let Some(d) = docs.iter().find(|d| d.key == what) {
+        return vec![d];
+    }
+    let what = what.trim_end_matches('/');
+    if what.len() < 4 {
+        return Vec::new();
+    }
+    docs.iter()
+        .filter(|d| d.info.commit.starts_with(what) || d.key.starts_with(what))
+        .copied()
+        .collect()
+}
+
+fn t(ms: u64, base: u64) -> String {
+    format!("+{:.1}s", ms.saturating_sub(base) as f64 / 1000.0)
+}
+
+pub fn render(docs: &[&RunDoc]) -> String {
+    let mut o = String::new();
+    for d in docs {
+        let i = &d.info;
+        let _ = writeln!(
+            o,
+            "run {}{}",
+            d.key,
+            if d.removed {
+                " (removed from the plan)"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(o, "  commit   {} {}", i.commit, i.title);
+        if let Some(p) = &i.parent {
+            let _ = writeln!(o, "  parent   {p}");
+        }
+        let _ = writeln!(o, "  variant  {}", i.variant);
+        let _ = writeln!(o, "  model    {}", i.model.as_deref().unwrap_or("-"));
+        let _ = writeln!(o, "  gpu      {}", i.gpu);
+        let _ = writeln!(o, "  command  {}", i.command.as_deref().unwrap_or("-"));
+        if let Some(img) = &i.image {
+            let _ = writeln!(o, "  image    {img}");
+        }
+        if let Some(p) = &i.patch {
+            let _ = writeln!(o, "  patch    {p}");
+        }
+        let _ = writeln!(
+            o,
+            "  state    {} (attempt {})",
+            d.record.state, d.record.attempt
+        );
+        if let Some(f) = &d.predicted {
+            let _ = writeln!(o, "  predicted {}: {}", f.category, f.reason);
+        }
+        for a in &d.attempts {
+            let base = a.started_ms.unwrap_or(0);
+            let _ = write!(o, "  attempt {}: {}", a.attempt, a.status());
+            if let Some(c) = a.category() {
+                let _ = write!(o, " ({c})");
+            }
+            if let (Some(s), Some(f)) = (a.started_ms, a.finished_ms) {
+                let _ = write!(o, " in {:.1}s", f.saturating_sub(s) as f64 / 1000.0);
+            }
+            if !a.gpus.is_empty() {
+                let _ = write!(o, " on GPUs {:?}", a.gpus);
+            }
+            o.push('\n');
+            if let Some(det) = &a.detail {
+                let _ = writeln!(o, "    detail    {det}");
+            }
+            for (s, at) in &a.stages {
+                let _ = writeln!(o, "    stage     {:<20} {}", s.as_str(), t(*at, base));
+            }
+            if let Some(f) = a.finished_ms {
+                let _ = writeln!(o, "    ended     {:<20} {}", a.status(), t(f, base));
+            }
+            for f in &a.findings {
+                let _ = writeln!(
+                    o,
+                    "    diagnosis {} → {:?}: {}",
+                    f.category, f.action, f.reason
+                );
+                let _ = writeln!(o, "      evidence: {}", f.evidence.replace('\n', " "));
+            }
+            for f in &a.fixes {
+                let _ = writeln!(o, "    fix       {f}");
+            }
+            if let Some(v) = &a.vllm_version {
+                let _ = writeln!(o, "    vllm      {v}");
+            }
+            for (k, v) in &a.provenance {
+                let _ = writeln!(o, "    prov      {k} = {v}");
+            }
+            if let Some(info) = &a.info {
+                if info.command != i.command {
+                    let _ = writeln!(
+                        o,
+                        "    ran as    {}",
+                        info.command.as_deref().unwrap_or("-")
+                    );
+                }
+            }
+            for (k, v) in &a.metrics {
+                let _ = writeln!(o, "    metric    {k} = {v}");
+            }
+            for l in &a.logs {
+                let _ = writeln!(o, "    log       {} ({} bytes)", l.path, l.bytes);
+            }
+        }
+        o.push('\n');
+    }
+    o
+}

@@ -1,0 +1,111 @@
+//! `$XDG_CONFIG_HOME/nightshift/config.toml` (default `~/.config/nightshift/config.toml`):
+//!
+//! ```toml
+//! theme = "dark"          # or light, high-contrast, or themes/NAME.toml beside this file
+//! refresh_ms = 200        # screen refresh while things change
+//! gpu_sample_ms = 1000    # NVML sampling period
+//! [keys]
+//! skip = "x"              # any action name from `?`; a list binds several keys
+//! ```
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub theme: Option<String>,
+    #[serde(default = "default_refresh")]
+    pub refresh_ms: u64,
+    #[serde(default = "default_gpu")]
+    pub gpu_sample_ms: u64,
+    #[serde(default)]
+    pub keys: BTreeMap<String, OneOrMany>,
+}
+
+fn default_refresh() -> u64 {
+    200
+}
+fn default_gpu() -> u64 {
+    1000
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            theme: None,
+            refresh_ms: default_refresh(),
+            gpu_sample_ms: default_gpu(),
+            keys: BTreeMap::new(),
+        }
+    }
+}
+
+pub fn config_dir() -> Option<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(x).join("nightshift"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config").join("nightshift"))
+}
+
+impl Config {
+    pub fn parse(text: &str) -> anyhow::Result<Config> {
+        let mut c: Config = toml::from_str(text)?;
+        c.refresh_ms = c.refresh_ms.clamp(16, 5000);
+        c.gpu_sample_ms = c.gpu_sample_ms.clamp(100, 60_000);
+        Ok(c)
+    }
+
+    /// The file if it exists; a missing file is the defaults, a broken one an error.
+    pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
+        let default_path = config_dir().map(|d| d.join("config.toml"));
+        let Some(p) = path.map(Path::to_path_buf).or(default_path) else {
+            return Ok(Config::default());
+        };
+        match std::fs::read_to_string(&p) {
+            Ok(t) => Config::parse(&t).map_err(|e| anyhow::anyhow!("{}: {e}", p.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.is_none() => {
+                Ok(Config::default())
+            }
+            Err(e) => Err(anyhow::anyhow!("{}: {e}", p.display())),
+        }
+    }
+
+    pub fn key_overrides(&self) -> BTreeMap<String, Vec<String>> {
+        self.keys
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    OneOrMany::One(s) => vec![s.clone()],
+                    OneOrMany::Many(v) => v.clone(),
+                };
+                (k.clone(), v)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_overrides_and_clamps() {
+        let c = Config::parse(
+            "theme = \"light\"\nrefresh_ms = 1\n[keys]\nskip = \"x\"\nquit = [\"q\", \"Q\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.theme.as_deref(), Some("light"));
+        assert_eq!(c.refresh_ms, 16);
+        assert_eq!(c.key_overrides()["quit"], vec!["q", "Q"]);
+        assert!(Config::parse("colour = 1").is_err());
+    }
+}

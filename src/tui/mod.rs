@@ -1,0 +1,582 @@
+//! The operator's terminal UI: ratatui + crossterm on tokio, over the engine.
+//!
+//! One `tokio::select!` loop takes terminal input, the engine's envelopes (through an
+//! unbounded channel, so drawing never blocks the engine), GPU samples and a render tick;
+//! it redraws at most every `refresh_ms` while things change, and once a second when idle
+//! (for clocks). State lives in [`app::App`]; drawing in [`views`] is pure.
+
+pub mod app;
+pub mod bench;
+pub mod config;
+pub mod export;
+pub mod gpu;
+pub mod keymap;
+pub mod terminal;
+#[cfg(test)]
+mod tests;
+pub mod theme;
+pub mod views;
+
+use crate::engine::observer::ChannelObserver;
+use crate::engine::{CommandSender, Engine, EngineOptions};
+use crate::event::now_ms;
+use crate::plan::Plan;
+use crate::runtime::sim::{SimRuntime, Speed};
+use crate::runtime::Runtime;
+use app::{App, Effect, Pane, View};
+use crossterm::event::{Event as TermEvent, KeyEventKind, MouseButton, MouseEventKind};
+use futures_util::StreamExt;
+use keymap::{Key, KeyMap};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use theme::Theme;
+use tokio_util::sync::CancellationToken;
+
+/// The example plan, inside the binary so `nightshift demo` works from anywhere.
+pub const EXAMPLE_PLAN: &str = include_str!("../../examples/iso-vllm.toml");
+
+pub fn example_plan() -> Plan {
+    Plan::from_str_at(
+        "examples/iso-vllm.toml",
+        EXAMPLE_PLAN.to_string(),
+        Path::new("."),
+        Path::new("examples/iso-vllm.toml"),
+    )
+    .expect("the embedded example plan is valid")
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct DemoArgs {
+    /// Sim speed: a factor (200 = 200× faster than real) or `max`.
+    #[arg(long, default_value = "200")]
+    pub speed: String,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long, default_value_t = 8)]
+    pub gpus: u32,
+    /// Theme: dark, light, high-contrast, or a file name in the config's themes/.
+    #[arg(long, env = "NIGHTSHIFT_THEME")]
+    pub theme: Option<String>,
+    /// Config file (default: $XDG_CONFIG_HOME/nightshift/config.toml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Where full logs go (default: a temporary directory).
+    #[arg(long)]
+    pub log_dir: Option<PathBuf>,
+}
+
+pub struct TuiOptions {
+    pub theme: Theme,
+    pub keymap: KeyMap,
+    pub refresh: Duration,
+    pub gpu_period: Duration,
+    /// Synthesize GPU samples (sim runtime) instead of asking NVML.
+    pub simulate_gpus: bool,
+    pub log_dir: Option<PathBuf>,
+    /// The state the engine resumes from (the store), so the first events fold onto it.
+    pub initial_state: Option<crate::state::SweepState>,
+}
+
+impl TuiOptions {
+    /// Config file, then flag/env theme, then `NO_COLOR`.
+    pub fn load(
+        theme: Option<&str>,
+        config: Option<&Path>,
+        simulate_gpus: bool,
+        log_dir: Option<PathBuf>,
+    ) -> anyhow::Result<TuiOptions> {
+        let cfg = config::Config::load(config)?;
+        let name = theme
+            .map(str::to_string)
+            .or_else(|| {
+                std::env::var("NIGHTSHIFT_THEME")
+                    .ok()
+                    .filter(|s| !s.is_empty())
+            })
+            .or(cfg.theme.clone())
+            .unwrap_or_else(|| "dark".into());
+        let themes_dir = config
+            .and_then(|c| c.parent().map(|p| p.join("themes")))
+            .or_else(|| config::config_dir().map(|d| d.join("themes")));
+        let mut theme = Theme::load(&name, themes_dir.as_deref())?;
+        if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) {
+            theme = theme.monochrome();
+        }
+        let keymap = KeyMap::default()
+            .with_overrides(&cfg.key_overrides())
+            .map_err(|e| anyhow::anyhow!("config: {e}"))?;
+        Ok(TuiOptions {
+            theme,
+            keymap,
+            refresh: Duration::from_millis(cfg.refresh_ms),
+            gpu_period: Duration::from_millis(cfg.gpu_sample_ms),
+            simulate_gpus,
+            log_dir,
+            initial_state: None,
+        })
+    }
+}
+
+/// How the TUI ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuiExit {
+    pub done: usize,
+    pub total: usize,
+    pub finished: bool,
+}
+
+/// `nightshift demo`.
+pub fn demo(args: DemoArgs) -> i32 {
+    let speed: Speed = match args.speed.parse() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: --speed: {e}");
+            return 2;
+        }
+    };
+    let log_dir = args.log_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("nightshift-demo-{}", std::process::id()))
+    });
+    let opts = match TuiOptions::load(
+        args.theme.as_deref(),
+        args.config.as_deref(),
+        true,
+        Some(log_dir),
+    ) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return 2;
+        }
+    };
+    start(
+        Arc::new(example_plan()),
+        Arc::new(SimRuntime::new(speed)),
+        args.gpus,
+        args.seed,
+        speed.time_scale(),
+        opts,
+    )
+}
+
+/// `nightshift run PLAN` without `--headless`: the same store and resume as headless
+/// (`crate::store::cli::run_headless`), with the TUI as the view.
+pub fn run_plan(a: crate::store::cli::RunArgs) -> i32 {
+    use crate::store::resume::{self, ResumeOptions};
+    if !std::io::stdout().is_terminal() {
+        eprintln!("error: the TUI needs a terminal (use `nightshift run --headless` for logs)");
+        return 2;
+    }
+    let retry_failed = match &a.retry_failed {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(c)) if c == "all" || c.is_empty() => Some(None),
+        Some(Some(c)) => match c.parse::<crate::category::Category>() {
+            Ok(c) => Some(Some(c)),
+            Err(e) => {
+                eprintln!("error: --retry-failed: {e}");
+                return 2;
+            }
+        },
+    };
+    let dir = match crate::store::cli::resolve_dir(a.store.clone(), &a.plan.name) {
+        Ok(d) => d,
+        Err(c) => return c,
+    };
+    let store = match crate::store::cli::open_for_run(&dir, &a.plan) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    let ropts = ResumeOptions {
+        retry_failed,
+        rerun_changed: a.rerun_changed,
+    };
+    let (obs, state, rep) = match resume::prepare(store, &a.plan, &ropts) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: store {}: {e:#}", dir.display());
+            return 2;
+        }
+    };
+    println!("store {}", dir.display());
+    for l in rep.lines() {
+        println!("{l}");
+    }
+    let log_dir = a.log_dir.clone().unwrap_or_else(|| obs.store().logs_dir());
+    let obs = obs.log_dir(Some(log_dir.clone()));
+    let simulate = a.runtime.name() == "sim";
+    let mut opts = match TuiOptions::load(None, None, simulate, Some(log_dir.clone())) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return 2;
+        }
+    };
+    opts.initial_state = Some(state.clone());
+    let plan = a.plan.clone();
+    let (engine, cmds) = Engine::new(
+        plan.clone(),
+        a.runtime,
+        EngineOptions {
+            gpus: a.gpus,
+            seed: a.seed,
+            wait_for_operator: true,
+        },
+    );
+    let mut engine = engine.with_state(state).with_time_scale(a.time_scale);
+    let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
+    // Logs first: their files are closed before the store records them.
+    engine.observe(Box::new(crate::engine::logs::LogWriter::new(log_dir, keys)));
+    engine.observe(Box::new(obs));
+    finish(block_on(run_tui(plan, engine, cmds, opts)), true)
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}
+
+fn finish(result: anyhow::Result<TuiExit>, resumable: bool) -> i32 {
+    match result {
+        Ok(exit) => {
+            println!(
+                "nightshift: {} of {} runs done{}",
+                exit.done,
+                exit.total,
+                match (exit.finished, resumable) {
+                    (true, _) => "",
+                    (false, true) => "; run the same command to resume",
+                    (false, false) => " (the demo keeps no store)",
+                }
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}
+
+fn start(
+    plan: Arc<Plan>,
+    runtime: Arc<dyn Runtime>,
+    gpus: u32,
+    seed: u64,
+    time_scale: f64,
+    opts: TuiOptions,
+) -> i32 {
+    if !std::io::stdout().is_terminal() {
+        eprintln!("error: the TUI needs a terminal (use `nightshift run --headless` for logs)");
+        return 2;
+    }
+    finish(
+        block_on(async move {
+            let (engine, cmds) = Engine::new(
+                plan.clone(),
+                runtime,
+                EngineOptions {
+                    gpus,
+                    seed,
+                    wait_for_operator: true,
+                },
+            );
+            let mut engine = engine.with_time_scale(time_scale);
+            if let Some(dir) = &opts.log_dir {
+                let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
+                engine.observe(Box::new(crate::engine::logs::LogWriter::new(
+                    dir.clone(),
+                    keys,
+                )));
+            }
+            run_tui(plan, engine, cmds, opts).await
+        }),
+        false,
+    )
+}
+
+/// The TUI over a sweep: returns when the operator quits or a signal arrives.
+pub async fn run_tui(
+    plan: Arc<Plan>,
+    mut engine: Engine,
+    cmds: CommandSender,
+    opts: TuiOptions,
+) -> anyhow::Result<TuiExit> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    engine.observe(Box::new(ChannelObserver(tx)));
+    if let Some(dir) = &opts.log_dir {
+        let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
+        engine.observe(Box::new(crate::engine::logs::LogWriter::new(
+            dir.clone(),
+            keys,
+        )));
+    }
+    let mut app = App::new(plan.clone(), 8, opts.theme.clone(), opts.keymap.clone());
+    app.log_dir = opts.log_dir.clone();
+    if let Some(st) = opts.initial_state.clone() {
+        app.state = st;
+    }
+    let shutdown = CancellationToken::new();
+    let mut engine_task = tokio::spawn(engine.run(shutdown.clone()));
+    let (gtx, mut grx) = tokio::sync::mpsc::unbounded_channel();
+    if !opts.simulate_gpus {
+        gpu::spawn_nvml(opts.gpu_period, gtx);
+    } else {
+        drop(gtx);
+    }
+
+    let stderr_log = opts
+        .log_dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("nightshift-stderr.log");
+    let mut guard = terminal::Guard::enter(Some(stderr_log))?;
+    let mut input = crossterm::event::EventStream::new();
+    let mut tick = tokio::time::interval(opts.refresh);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut gpu_tick = tokio::time::interval(opts.gpu_period);
+    gpu_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    #[cfg(unix)]
+    let (mut sigterm, mut sighup) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        (
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::hangup())?,
+        )
+    };
+    let mut dirty = true;
+    let mut draw_now = true;
+    let mut last_draw = Instant::now();
+    let mut engine_done = false;
+    let mut engine_err = None;
+
+    loop {
+        if draw_now
+            || (dirty && last_draw.elapsed() >= opts.refresh)
+            || last_draw.elapsed() >= Duration::from_secs(1)
+        {
+            app.now_ms = now_ms();
+            guard.term.draw(|f| views::draw(f, &app))?;
+            last_draw = Instant::now();
+            dirty = false;
+            draw_now = false;
+        }
+        #[cfg(unix)]
+        let signal = async {
+            tokio::select! {
+                _ = sigterm.recv() => {},
+                _ = sighup.recv() => {},
+            }
+        };
+        #[cfg(not(unix))]
+        let signal = std::future::pending::<()>();
+        tokio::select! {
+            Some(env) = rx.recv() => {
+                app.on_envelope(&env);
+                // Take what is already there in one go; a flood must not starve keys.
+                for _ in 0..20_000 {
+                    match rx.try_recv() {
+                        Ok(env) => app.on_envelope(&env),
+                        Err(_) => break,
+                    }
+                }
+                dirty = true;
+            }
+            ev = input.next() => match ev {
+                Some(Ok(ev)) => {
+                    let effects = on_terminal_event(&mut app, ev);
+                    draw_now = true;
+                    let mut quit = false;
+                    for e in effects {
+                        match e {
+                            Effect::Quit => quit = true,
+                            Effect::Send(cmd) => {
+                                app.toast = Some(format!("→ {}", cmd.describe()));
+                                let _ = cmds.send(cmd);
+                            }
+                            Effect::Pager(run) => open_pager(&mut guard, &mut app, run),
+                            Effect::Export(path) => {
+                                app.toast = Some(match export::write(&app, path.as_deref()) {
+                                    Ok((c, j)) => format!("exported {} and {}", c.display(), j.display()),
+                                    Err(e) => format!("export failed: {e}"),
+                                });
+                            }
+                        }
+                    }
+                    if quit {
+                        break;
+                    }
+                }
+                Some(Err(_)) | None => break,
+            },
+            Some(m) = grx.recv() => {
+                app.on_gpu(m);
+                dirty = true;
+            }
+            _ = gpu_tick.tick(), if opts.simulate_gpus => {
+                app.now_ms = now_ms();
+                app.sim_gpu_tick();
+                dirty = true;
+            }
+            _ = tick.tick() => {}
+            r = &mut engine_task, if !engine_done => {
+                engine_done = true;
+                app.finished = true;
+                match r {
+                    Ok(Ok(_)) => app.toast = Some("sweep finished — browse the results (3), q quits".into()),
+                    Ok(Err(e)) => { app.toast = Some(format!("engine stopped: {e:#}")); engine_err = Some(format!("{e:#}")); }
+                    Err(e) => { app.toast = Some(format!("engine task failed: {e}")); engine_err = Some(e.to_string()); }
+                }
+                dirty = true;
+            }
+            _ = signal => break,
+        }
+    }
+
+    // Stop the sweep (runs in flight are re-queued) and wait a little for it to settle.
+    if !engine_done {
+        let _ = cmds.send(crate::event::Command::Shutdown);
+        shutdown.cancel();
+        app.toast = Some("stopping: cancelling runs in flight…".into());
+        app.now_ms = now_ms();
+        let _ = guard.term.draw(|f| views::draw(f, &app));
+        if let Ok(Ok(Ok((summary, _)))) =
+            tokio::time::timeout(Duration::from_secs(15), &mut engine_task).await
+        {
+            app.state.finished = false;
+            let _ = summary;
+        }
+        while let Ok(env) = rx.try_recv() {
+            app.on_envelope(&env);
+        }
+    }
+    let stderr_log = guard.stderr_log.clone();
+    drop(guard);
+    if let Some(p) = stderr_log.filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0)) {
+        eprintln!(
+            "nightshift: warnings printed while the screen was open are in {}",
+            p.display()
+        );
+    }
+    if let Some(e) = engine_err {
+        eprintln!("nightshift: the engine stopped: {e}");
+    }
+    let c = app.state.counts();
+    Ok(TuiExit {
+        done: c.done(),
+        total: c.total,
+        finished: c.done() == c.total,
+    })
+}
+
+fn on_terminal_event(app: &mut App, ev: TermEvent) -> Vec<Effect> {
+    match ev {
+        TermEvent::Key(k) if k.kind != KeyEventKind::Release => app.on_key(Key::from_event(&k)),
+        TermEvent::Mouse(m) => {
+            on_mouse(app, m.kind, m.column, m.row);
+            vec![]
+        }
+        _ => vec![],
+    }
+}
+
+fn inside(r: ratatui::layout::Rect, x: u16, y: u16) -> bool {
+    x >= r.x && x < r.x + r.width && y >= r.y && y < r.y + r.height
+}
+
+pub fn on_mouse(app: &mut App, kind: MouseEventKind, x: u16, y: u16) {
+    if app.popup.is_some() {
+        if matches!(kind, MouseEventKind::Down(_)) {
+            app.popup = None;
+        }
+        return;
+    }
+    let logs = app.hits.logs.get();
+    match kind {
+        MouseEventKind::Down(MouseButton::Left) => {
+            if app.view == View::Results {
+                let r = app.hits.results_rows.get();
+                if inside(r, x, y) {
+                    app.results.selected = app.hits.results_offset.get() + (y - r.y) as usize;
+                }
+                return;
+            }
+            let q = app.hits.queue_rows.get();
+            if app.view == View::Sweep && inside(q, x, y) {
+                let row = app.hits.queue_offset.get() + (y - q.y) as usize;
+                if row < app.cells.len() {
+                    app.auto_select = false;
+                    app.focus = Pane::Queue;
+                    app.sel_commit = row;
+                    let (cx, w) = app.hits.queue_cells_x.get();
+                    if x >= cx && w > 0 {
+                        app.sel_variant =
+                            (((x - cx) / w) as usize).min(app.variants.len().saturating_sub(1));
+                    }
+                    app.log_scroll = 0;
+                    app.follow = true;
+                }
+            } else if inside(logs, x, y) {
+                app.focus = Pane::Logs;
+            }
+        }
+        MouseEventKind::ScrollUp | MouseEventKind::ScrollDown => {
+            let up = kind == MouseEventKind::ScrollUp;
+            if app.view != View::Results && inside(logs, x, y) {
+                app.scroll_logs(if up { 3 } else { -3 });
+            } else {
+                let saved = app.focus;
+                app.focus = Pane::Queue;
+                app.move_selection(if up { -3 } else { 3 });
+                app.focus = saved;
+            }
+        }
+        _ => {}
+    }
+}
+
+fn open_pager(guard: &mut terminal::Guard, app: &mut App, run: crate::model::RunId) {
+    let Some(dir) = app.log_dir.clone() else {
+        app.toast = Some("no log directory for this sweep".into());
+        return;
+    };
+    let key = &app.plan.runs[run.0 as usize].key;
+    let attempt = app.state.run(run).attempt.max(1);
+    let streams: &[&str] = match app.log_tab {
+        app::LogTab::Server => &["pull", "docker", "server"],
+        app::LogTab::Bench => &["bench"],
+    };
+    let mut files = Vec::new();
+    for s in streams {
+        for pipe in [crate::model::Pipe::Stdout, crate::model::Pipe::Stderr] {
+            let p = crate::engine::logs::log_path(&dir, key, attempt, s, pipe);
+            if p.exists() {
+                files.push(p);
+            }
+        }
+    }
+    if files.is_empty() {
+        app.toast = Some(format!("no log files yet for {key} attempt {attempt}"));
+        return;
+    }
+    let pager = std::env::var("PAGER")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+        .unwrap_or_else(|| "less -R".into());
+    let mut words = shell_words::split(&pager).unwrap_or_else(|_| vec!["less".into()]);
+    let prog = words.remove(0);
+    let status = guard.suspend(|| {
+        std::process::Command::new(&prog)
+            .args(&words)
+            .args(&files)
+            .status()
+    });
+    if let Err(e) = status {
+        app.toast = Some(format!("could not run {prog}: {e}"));
+    }
+}

@@ -1,0 +1,550 @@
+//! TestBackend + insta snapshots of every view and popup at several sizes, and the key
+//! handling that drives them. Time is fixed, so the pictures are stable.
+
+use super::app::{App, Effect, LogTab, Popup, View, RING_LINES};
+use super::gpu::GpuMsg;
+use super::keymap::{Key, KeyMap};
+use super::theme::Theme;
+use crate::category::{Action as PolicyAction, Category};
+use crate::event::{Command, Envelope, Event, Finding};
+use crate::model::{Outcome, Pipe, RunId, RunState, Stage, Stream};
+use crossterm::event::KeyCode;
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use std::sync::Arc;
+
+const T0: u64 = 1_700_000_000_000;
+
+struct Feed {
+    seq: u64,
+}
+
+impl Feed {
+    fn send(&mut self, app: &mut App, at: u64, event: Event) {
+        self.seq += 1;
+        app.on_envelope(&Envelope {
+            seq: self.seq,
+            at_ms: T0 + at,
+            event,
+        });
+    }
+    fn state(&mut self, app: &mut App, at: u64, run: u32, to: RunState) {
+        let from = app.state.run(RunId(run)).state.clone();
+        let gpus = if matches!(
+            to,
+            RunState::Active {
+                stage: Stage::PreparingImage
+            }
+        ) {
+            vec![run % 8]
+        } else {
+            vec![]
+        };
+        self.send(
+            app,
+            at,
+            Event::State {
+                run: RunId(run),
+                attempt: 1,
+                from,
+                to,
+                detail: None,
+                gpus,
+            },
+        );
+    }
+    fn stages(&mut self, app: &mut App, at: u64, run: u32, upto: Stage) {
+        for (i, s) in Stage::ALL.iter().enumerate() {
+            self.state(
+                app,
+                at + i as u64 * 7_000,
+                run,
+                RunState::Active { stage: *s },
+            );
+            if *s == upto {
+                break;
+            }
+        }
+    }
+    fn log(&mut self, app: &mut App, at: u64, run: u32, stream: Stream, line: &str) {
+        self.send(
+            app,
+            at,
+            Event::Log {
+                run: RunId(run),
+                attempt: 1,
+                stream,
+                pipe: Pipe::Stderr,
+                line: line.into(),
+            },
+        );
+    }
+    fn metric(&mut self, app: &mut App, at: u64, run: u32, key: &str, value: f64) {
+        self.send(
+            app,
+            at,
+            Event::Metric {
+                run: RunId(run),
+                attempt: 1,
+                key: key.into(),
+                value,
+            },
+        );
+    }
+}
+
+/// The example plan mid-night: commit 0 measured (baseline, human), an aimv2 failure held
+/// with a fix to offer, three runs in flight, one pulling its image, logs with errors.
+pub fn scene() -> App {
+    let plan = Arc::new(super::example_plan());
+    let mut app = App::new(plan, 8, Theme::builtin("dark").unwrap(), KeyMap::default());
+    let mut f = Feed { seq: 0 };
+    let runs = app.plan.runs.len();
+    f.send(
+        &mut app,
+        0,
+        Event::SweepStarted {
+            name: "iso-vllm-3way".into(),
+            runs,
+            gpus: 8,
+            runtime: "sim".into(),
+        },
+    );
+    // Commit 0: baseline and human succeed with metrics.
+    for (run, tput, ttft) in [(0u32, 2100.0, 41.0), (1, 2350.5, 37.2)] {
+        f.stages(&mut app, 1_000, run, Stage::Parsing);
+        f.metric(&mut app, 30_000, run, "output_throughput_tok_s", tput);
+        f.metric(&mut app, 30_000, run, "ttft_mean_ms", ttft);
+        f.metric(&mut app, 30_000, run, "tpot_mean_ms", 11.5 - run as f64);
+        f.state(
+            &mut app,
+            40_000,
+            run,
+            RunState::Finished {
+                outcome: Outcome::Success,
+            },
+        );
+    }
+    // The agent run of commit 0 is held on aimv2.
+    f.stages(&mut app, 41_000, 2, Stage::LoadingServer);
+    f.log(
+        &mut app,
+        50_000,
+        2,
+        Stream::Server,
+        "INFO 11-23 01:02:03 api_server.py:1043] vLLM API server version 0.6.4.post1",
+    );
+    f.log(
+        &mut app,
+        50_100,
+        2,
+        Stream::Server,
+        "Traceback (most recent call last):",
+    );
+    f.log(
+        &mut app,
+        50_200,
+        2,
+        Stream::Server,
+        "ValueError: 'aimv2' is already used by a Transformers config, pick another name.",
+    );
+    f.send(
+        &mut app,
+        50_300,
+        Event::Diagnosed {
+            run: RunId(2),
+            attempt: 1,
+            finding: Finding {
+                category: Category::Aimv2Conflict,
+                evidence: "ValueError: 'aimv2' is already used by a Transformers config".into(),
+                action: PolicyAction::Operator,
+                recipe: Some("aimv2-exist-ok".into()),
+                reason: "aimv2_conflict".into(),
+                predicted: false,
+            },
+        },
+    );
+    f.state(
+        &mut app,
+        50_400,
+        2,
+        RunState::Held {
+            category: Category::Aimv2Conflict,
+        },
+    );
+    // Commit 1: failed and skipped.
+    f.stages(&mut app, 51_000, 3, Stage::StartingContainer);
+    f.state(
+        &mut app,
+        60_000,
+        3,
+        RunState::Finished {
+            outcome: Outcome::Failed {
+                category: Category::CudaOom,
+            },
+        },
+    );
+    f.state(
+        &mut app,
+        60_000,
+        4,
+        RunState::Finished {
+            outcome: Outcome::Skipped {
+                reason: "no image".into(),
+            },
+        },
+    );
+    // In flight: a benchmark streaming, a server loading, an image pulling.
+    f.stages(&mut app, 61_000, 6, Stage::Benchmarking);
+    for i in 0..40u64 {
+        f.log(&mut app, 90_000 + i, 6, Stream::Server, &format!("INFO 11-23 01:03:{:02} metrics.py:341] Avg prompt throughput: {}.0 tokens/s, Running: 8 reqs", i % 60, 1200 + i * 7));
+        if i % 9 == 4 {
+            f.log(&mut app, 90_000 + i, 6, Stream::Server, "ERROR 11-23 01:03:10 serving_chat.py:210] Error in chat completion stream generator: broken pipe");
+        }
+    }
+    f.log(
+        &mut app,
+        95_000,
+        6,
+        Stream::Bench,
+        "============ Serving Benchmark Result ============",
+    );
+    f.log(
+        &mut app,
+        95_001,
+        6,
+        Stream::Bench,
+        "Successful requests:                     100",
+    );
+    f.metric(&mut app, 95_002, 6, "output_throughput_tok_s", 1984.2);
+    f.stages(&mut app, 70_000, 7, Stage::LoadingServer);
+    f.state(
+        &mut app,
+        80_000,
+        9,
+        RunState::Active {
+            stage: Stage::PreparingImage,
+        },
+    );
+    for (layer, done, total) in [
+        ("a1b2c3d4e5f6", 4_500_000_000u64, 7_500_000_000u64),
+        ("0f9e8d7c6b5a", 2_240_000_000, 11_200_000_000),
+    ] {
+        f.send(
+            &mut app,
+            81_000,
+            Event::Pull {
+                run: RunId(9),
+                layer: layer.into(),
+                done,
+                total,
+            },
+        );
+    }
+    app.now_ms = T0 + 100_000;
+    for k in 0..30 {
+        app.now_ms = T0 + 70_000 + k * 1000;
+        app.sim_gpu_tick();
+    }
+    app.now_ms = T0 + 100_000;
+    // Watch the streaming benchmark.
+    app.auto_select = false;
+    app.sel_commit = app.plan.runs[6].commit;
+    app.sel_variant = 0;
+    app
+}
+
+fn render(app: &App, w: u16, h: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| super::views::draw(f, app)).unwrap();
+    format!("{}", t.backend())
+}
+
+fn key(app: &mut App, c: char) -> Vec<Effect> {
+    app.on_key(Key::ch(c))
+}
+
+#[test]
+fn sweep_view_sizes() {
+    let app = scene();
+    insta::assert_snapshot!("sweep_160x48", render(&app, 160, 48));
+    insta::assert_snapshot!("sweep_120x36", render(&app, 120, 36));
+    insta::assert_snapshot!("sweep_80x24", render(&app, 80, 24));
+    insta::assert_snapshot!("tiny_40x10", render(&app, 40, 10));
+}
+
+#[test]
+fn held_run_shows_the_diagnosis_banner_with_keys() {
+    let mut app = scene();
+    app.sel_commit = 0;
+    app.sel_variant = 2;
+    let s = render(&app, 160, 48);
+    assert!(
+        s.contains("aimv2_conflict — press f to apply fix aimv2-exist-ok, r to retry, s to skip"),
+        "{s}"
+    );
+    insta::assert_snapshot!("held_banner_160x48", s);
+    assert_eq!(
+        key(&mut app, 'f'),
+        vec![Effect::Send(Command::ApplyFix {
+            run: RunId(2),
+            recipe: Some("aimv2-exist-ok".into())
+        })]
+    );
+}
+
+#[test]
+fn logs_view_with_search_highlight() {
+    let mut app = scene();
+    key(&mut app, '2');
+    key(&mut app, '/');
+    for c in "broken pipe".chars() {
+        key(&mut app, c);
+    }
+    insta::assert_snapshot!("search_typing_100x30", render(&app, 100, 30));
+    app.on_key(Key::code(KeyCode::Enter));
+    let first = app.search_at.expect("a match");
+    key(&mut app, 'N');
+    let prev = app.search_at.unwrap();
+    assert!(prev < first, "N goes back: {prev} < {first}");
+    key(&mut app, 'n');
+    assert_eq!(app.search_at, Some(first));
+    insta::assert_snapshot!("logs_search_100x30", render(&app, 100, 30));
+    key(&mut app, 'b');
+    assert_eq!(app.log_tab, LogTab::Bench);
+    insta::assert_snapshot!("logs_bench_tab_100x30", render(&app, 100, 30));
+}
+
+#[test]
+fn results_view_sort_and_filter() {
+    let mut app = scene();
+    key(&mut app, '3');
+    insta::assert_snapshot!("results_160x48", render(&app, 160, 48));
+    // Sort by the headline, highest first.
+    for _ in 0..5 {
+        key(&mut app, '>');
+    }
+    key(&mut app, 'i');
+    let rows = app.result_rows();
+    assert_eq!(rows[0], RunId(1), "the best throughput first");
+    key(&mut app, 'x'); // status=success
+    assert_eq!(app.result_rows().len(), 2);
+    insta::assert_snapshot!("results_sorted_filtered_120x30", render(&app, 120, 30));
+    app.run_command_line("filter clear");
+    app.run_command_line("filter category=cuda_oom");
+    assert_eq!(app.result_rows(), vec![RunId(3)]);
+    app.run_command_line("filter clear");
+    app.run_command_line("filter model=qwen3-7b");
+    assert!(app.result_rows().len() >= 3);
+}
+
+#[test]
+fn popups() {
+    let mut app = scene();
+    key(&mut app, '?');
+    insta::assert_snapshot!("help_100x40", render(&app, 100, 40));
+    insta::assert_snapshot!("help_80x24", render(&app, 80, 24));
+    app.on_key(Key::code(KeyCode::Esc));
+    assert_eq!(app.popup, None);
+    app.sel_commit = 0;
+    app.sel_variant = 2;
+    app.on_key(Key::code(KeyCode::Enter));
+    assert_eq!(app.popup, Some(Popup::Detail(RunId(2))));
+    insta::assert_snapshot!("detail_120x40", render(&app, 120, 40));
+    app.on_key(Key::code(KeyCode::Esc));
+    // q with runs active asks first; n keeps going; y quits.
+    assert!(key(&mut app, 'q').is_empty());
+    insta::assert_snapshot!("confirm_quit_80x24", render(&app, 80, 24));
+    assert!(key(&mut app, 'n').is_empty());
+    assert_eq!(key(&mut app, 'q'), vec![]);
+    assert_eq!(key(&mut app, 'y'), vec![Effect::Quit]);
+    // Cancel asks too.
+    app.sel_commit = app.plan.runs[6].commit;
+    app.sel_variant = 0;
+    key(&mut app, 'c');
+    insta::assert_snapshot!("confirm_cancel_80x24", render(&app, 80, 24));
+    assert_eq!(
+        key(&mut app, 'y'),
+        vec![Effect::Send(Command::Cancel { run: RunId(6) })]
+    );
+    key(&mut app, ':');
+    for c in "filter status=held".chars() {
+        key(&mut app, c);
+    }
+    insta::assert_snapshot!("command_line_80x24", render(&app, 80, 24));
+    app.on_key(Key::code(KeyCode::Enter));
+    assert_eq!(app.view, View::Results);
+    assert_eq!(app.result_rows(), vec![RunId(2)]);
+}
+
+#[test]
+fn skip_keys_and_pause() {
+    let mut app = scene();
+    app.sel_commit = 0;
+    app.sel_variant = 2;
+    assert_eq!(
+        key(&mut app, 's'),
+        vec![Effect::Send(Command::Skip { run: RunId(2) })]
+    );
+    assert_eq!(
+        key(&mut app, 'r'),
+        vec![Effect::Send(Command::Retry { run: RunId(2) })]
+    );
+    assert!(key(&mut app, 'S').is_empty());
+    assert_eq!(
+        key(&mut app, 'y'),
+        vec![Effect::Send(Command::SkipCategory {
+            category: Category::Aimv2Conflict
+        })]
+    );
+    assert_eq!(key(&mut app, 'p'), vec![Effect::Send(Command::Pause)]);
+    app.on_envelope(&Envelope {
+        seq: 999,
+        at_ms: T0 + 100_000,
+        event: Event::Paused {
+            reason: "paused by the operator".into(),
+        },
+    });
+    assert_eq!(key(&mut app, 'p'), vec![Effect::Send(Command::Resume)]);
+    insta::assert_snapshot!("paused_120x36", render(&app, 120, 36));
+}
+
+#[test]
+fn no_nvml_and_themes() {
+    let mut app = scene();
+    app.gpus.clear();
+    app.on_gpu(GpuMsg::Unavailable(
+        "no NVIDIA driver (NVML): libnvidia-ml.so not found".into(),
+    ));
+    let s = render(&app, 120, 36);
+    assert!(s.contains("no NVIDIA driver (NVML)"), "{s}");
+    insta::assert_snapshot!("no_nvml_120x36", s);
+    let before = app.theme.name.clone();
+    key(&mut app, 't');
+    assert_ne!(app.theme.name, before);
+    app.theme = app.theme.clone().monochrome();
+    app.toast = None;
+    // Same text in every theme: colour is never the only signal.
+    assert_eq!(render(&app, 120, 36), insta_text(&scene_no_nvml()));
+}
+
+fn scene_no_nvml() -> App {
+    let mut app = scene();
+    app.gpus.clear();
+    app.on_gpu(GpuMsg::Unavailable(
+        "no NVIDIA driver (NVML): libnvidia-ml.so not found".into(),
+    ));
+    app
+}
+
+fn insta_text(app: &App) -> String {
+    render(app, 120, 36)
+}
+
+#[test]
+fn log_rings_stay_bounded() {
+    let mut app = scene();
+    let mut f = Feed { seq: 10_000 };
+    for i in 0..(RING_LINES + 500) {
+        f.log(&mut app, 99_000, 6, Stream::Server, &format!("line {i}"));
+    }
+    let ring = app.logs[6].as_ref().unwrap();
+    assert_eq!(ring.server.len(), RING_LINES);
+    assert!(ring.dropped >= 500);
+    assert_eq!(
+        &*ring.server.back().unwrap().text,
+        format!("line {}", RING_LINES + 499)
+    );
+}
+
+#[test]
+fn mouse_click_selects_and_wheel_scrolls() {
+    use crossterm::event::{MouseButton, MouseEventKind};
+    let mut app = scene();
+    render(&app, 160, 48);
+    let q = app.hits.queue_rows.get();
+    super::on_mouse(
+        &mut app,
+        MouseEventKind::Down(MouseButton::Left),
+        q.x + 2,
+        q.y + 3,
+    );
+    assert_eq!(app.sel_commit, app.hits.queue_offset.get() + 3);
+    let l = app.hits.logs.get();
+    app.sel_commit = app.plan.runs[6].commit;
+    app.sel_variant = 0;
+    super::on_mouse(&mut app, MouseEventKind::ScrollUp, l.x + 1, l.y + 1);
+    assert_eq!(app.log_scroll, 3);
+    assert!(!app.follow);
+}
+
+#[test]
+fn eta_counts_remaining_gpu_demand() {
+    let app = scene();
+    assert!(app.eta_ms().is_some());
+    assert!(app.delta_pct(RunId(1)).unwrap() > 11.0);
+}
+
+#[test]
+fn a_new_attempt_is_marked_in_the_log() {
+    let mut app = scene();
+    let mut f = Feed { seq: 20_000 };
+    for (from, to) in [
+        (
+            RunState::Held {
+                category: Category::Aimv2Conflict,
+            },
+            RunState::Queued,
+        ),
+        (
+            RunState::Queued,
+            RunState::Active {
+                stage: Stage::PreparingImage,
+            },
+        ),
+    ] {
+        f.send(
+            &mut app,
+            99_000,
+            Event::State {
+                run: RunId(2),
+                attempt: 2,
+                from,
+                to,
+                detail: None,
+                gpus: vec![2],
+            },
+        );
+    }
+    let logs = app.logs[2].as_ref().unwrap();
+    assert_eq!(&*logs.server.back().unwrap().text, "──── attempt 2 ────");
+    assert_eq!(app.state.run(RunId(2)).attempt, 2);
+}
+
+#[test]
+fn nvml_samples_name_the_holder_and_flag_foreign_processes() {
+    let mut app = scene();
+    app.gpus.clear();
+    let sample = |index: u32| crate::event::GpuSample {
+        index,
+        name: "NVIDIA H100 80GB HBM3".into(),
+        util_pct: 50,
+        mem_used_mib: 40_000,
+        mem_total_mib: 81_559,
+        temp_c: 60,
+        power_w: 400,
+        run: None,
+    };
+    // GPU 6 is held by run 6; GPU 5 is held by nobody but has a process on it.
+    app.on_gpu(GpuMsg::Samples(vec![
+        (sample(5), vec![4242]),
+        (sample(6), vec![777]),
+    ]));
+    assert_eq!(app.gpus[6].sample.run, Some(RunId(6)));
+    assert_eq!(app.gpus[5].foreign, 1);
+    assert_eq!(app.gpus[6].foreign, 0);
+    let s = render(&app, 160, 48);
+    assert!(s.contains("⚠ 1 foreign proc"), "{s}");
+    assert!(s.contains("0   no sample"), "{s}");
+    assert!(s.contains("GPUs · NVML"), "{s}");
+}

@@ -1,0 +1,210 @@
+//! The selected run: stage timeline with time per stage, image pull progress, live metrics
+//! with deltas against the commit's baseline, and the diagnosis banner.
+
+use super::{block, fit, fmt_dur, fmt_num};
+use crate::model::{RunId, RunState, Stage};
+use crate::tui::app::App;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::Frame;
+
+pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+    let t = &app.theme;
+    let Some(run) = app.selected_run() else {
+        let b = block(app, " run ", false);
+        f.render_widget(
+            Paragraph::new("no run selected").style(t.dim()).block(b),
+            area,
+        );
+        return;
+    };
+    let spec = &app.plan.runs[run.0 as usize];
+    let r = app.state.run(run);
+    let title = format!(" {run} {} · attempt {} ", spec.key, r.attempt);
+    let b = block(app, title, false);
+    let inner = b.inner(area);
+    f.render_widget(b, area);
+    let w = inner.width as usize;
+    let mut lines = Vec::new();
+    let gpus = if r.gpus.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "  GPU {}",
+            r.gpus
+                .iter()
+                .map(|g| g.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    };
+    lines.push(Line::from(vec![
+        Span::styled(
+            format!("{} {}", super::queue::glyph(&r.state), r.state.label()),
+            super::queue::state_style(t, &r.state).add_modifier(Modifier::BOLD),
+        ),
+        Span::styled(gpus, t.dim()),
+        Span::styled(
+            r.vllm_version
+                .as_ref()
+                .map(|v| format!("  vLLM {v}"))
+                .unwrap_or_default(),
+            t.dim(),
+        ),
+    ]));
+    // Stage timeline.
+    let mut spans = Vec::new();
+    let current = match r.state {
+        RunState::Active { stage } => Some(stage),
+        _ => None,
+    };
+    for (i, stage) in Stage::ALL.iter().enumerate() {
+        let pos = r.stages.iter().position(|(s, _)| s == stage);
+        let (mark, style, dur) = match pos {
+            Some(p) => {
+                let start = r.stages[p].1;
+                let end = r
+                    .stages
+                    .get(p + 1)
+                    .map(|s| s.1)
+                    .or(if current == Some(*stage) {
+                        Some(app.now_ms)
+                    } else {
+                        r.finished_ms
+                    })
+                    .unwrap_or(app.now_ms);
+                let d = fmt_dur(end.saturating_sub(start));
+                if current == Some(*stage) {
+                    (
+                        "▶",
+                        Style::default().fg(t.active).add_modifier(Modifier::BOLD),
+                        d,
+                    )
+                } else {
+                    ("✓", Style::default().fg(t.ok), d)
+                }
+            }
+            None => ("·", t.dim(), String::new()),
+        };
+        if i > 0 {
+            spans.push(Span::styled(" → ", t.dim()));
+        }
+        spans.push(Span::styled(format!("{mark} {}", stage.short()), style));
+        if !dur.is_empty() {
+            spans.push(Span::styled(format!(" {dur}"), t.dim()));
+        }
+    }
+    lines.push(Line::from(spans));
+    // Pull progress.
+    if let Some(layers) = app.pull_layers.get(&run) {
+        let (done, total) = layers
+            .values()
+            .fold((0u64, 0u64), |(d, t), (a, b)| (d + a, t + b));
+        if total > 0 && (done < total || current == Some(Stage::PreparingImage)) {
+            let bar_w = w.saturating_sub(30).clamp(5, 40);
+            let filled = (done as u128 * bar_w as u128 / total as u128) as usize;
+            lines.push(Line::from(vec![
+                Span::styled("pull ", t.dim()),
+                Span::styled("█".repeat(filled), Style::default().fg(t.accent)),
+                Span::styled("░".repeat(bar_w - filled), t.dim()),
+                Span::styled(
+                    format!(
+                        " {:.1}/{:.1} GB {} layers",
+                        done as f64 / 1e9,
+                        total as f64 / 1e9,
+                        layers.len()
+                    ),
+                    t.text(),
+                ),
+            ]));
+        }
+    }
+    // Diagnosis banner.
+    if let Some(fd) = &r.finding {
+        lines.push(Line::from(Span::styled(
+            fit(&banner_text(app, run), w),
+            t.banner(),
+        )));
+        lines.push(Line::from(Span::styled(
+            fit(&format!("evidence: {}", fd.evidence.replace('\n', " ")), w),
+            t.error(),
+        )));
+    } else if let Some(d) = &r.detail {
+        lines.push(Line::from(Span::styled(fit(d, w), t.dim())));
+    }
+    // Metrics with deltas.
+    let base = app.baseline_of.get(run.0 as usize).copied().flatten();
+    let kw = w.saturating_sub(33).clamp(8, 28);
+    if !r.metrics.is_empty() {
+        lines.push(Line::from(Span::styled(
+            format!(
+                "{:<kw$}{:>12}{:>12}{:>9}",
+                "metric", "value", "baseline", "Δ"
+            ),
+            t.dim(),
+        )));
+    }
+    for (k, v) in &r.metrics {
+        let b = base.and_then(|b| app.state.run(b).metrics.get(k).copied());
+        let (bs, ds, dstyle) = match b {
+            Some(b) if b != 0.0 => {
+                let d = (v - b) / b * 100.0;
+                let better = if lower_is_better(k) { d < 0.0 } else { d > 0.0 };
+                let st = if d.abs() < 1.0 {
+                    t.dim()
+                } else if better {
+                    Style::default().fg(t.ok)
+                } else {
+                    Style::default().fg(t.fail)
+                };
+                (fmt_num(b), format!("{d:+.1}%"), st)
+            }
+            _ => ("-".into(), String::new(), t.dim()),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(
+                format!("{:<kw$}{:>12}", fit(k, kw - 1), fmt_num(*v)),
+                t.text(),
+            ),
+            Span::styled(format!("{bs:>12}"), t.dim()),
+            Span::styled(format!("{ds:>9}"), dstyle),
+        ]));
+    }
+    f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
+}
+
+pub fn lower_is_better(key: &str) -> bool {
+    key.ends_with("_ms") || key.starts_with("latency") || key == "elapsed_s" || key == "duration_s"
+}
+
+/// "aimv2_conflict — press f to apply fix aimv2-exist-ok, r to retry, s to skip".
+pub fn banner_text(app: &App, run: RunId) -> String {
+    let r = app.state.run(run);
+    let Some(fd) = &r.finding else {
+        return String::new();
+    };
+    let k = |a| app.keymap.label_of(a);
+    use crate::tui::keymap::Action;
+    let mut s = format!("⚠ {} — ", fd.category);
+    if fd.predicted {
+        s.push_str("predicted; ");
+    }
+    if let Some(recipe) = &fd.recipe {
+        s.push_str(&format!(
+            "press {} to apply fix {recipe}, ",
+            k(Action::ApplyFix)
+        ));
+    } else {
+        s.push_str("press ");
+    }
+    s.push_str(&format!(
+        "{} to retry, {} to skip, {} to skip all {}",
+        k(Action::Retry),
+        k(Action::Skip),
+        k(Action::SkipCategory),
+        fd.category
+    ));
+    s
+}

@@ -1,0 +1,100 @@
+use super::fmt_dur;
+use crate::tui::app::App;
+use crate::tui::gpu::GpuSource;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+    let t = &app.theme;
+    let c = app.state.counts();
+    let status = if app.finished {
+        Span::styled(
+            " ■ FINISHED ",
+            Style::default().fg(t.ok).add_modifier(Modifier::BOLD),
+        )
+    } else if let Some(why) = &app.state.paused {
+        Span::styled(
+            format!(" ❚❚ PAUSED ({why}) "),
+            Style::default().fg(t.warn).add_modifier(Modifier::BOLD),
+        )
+    } else {
+        Span::styled(
+            " ▶ RUNNING ",
+            Style::default().fg(t.active).add_modifier(Modifier::BOLD),
+        )
+    };
+    let busy = app.gpus_busy();
+    let eta = match (app.eta_ms(), c.queued + c.active) {
+        (_, 0) => "—".to_string(),
+        (Some(ms), _) => fmt_dur(ms),
+        (None, _) => "measuring…".into(),
+    };
+    let elapsed = app
+        .state
+        .started_ms
+        .map(|s| fmt_dur(app.now_ms.saturating_sub(s)))
+        .unwrap_or_default();
+    let top = Line::from(vec![
+        Span::styled(" nightshift ", t.header().add_modifier(Modifier::BOLD)),
+        Span::styled(
+            format!(" {} ", app.plan.name),
+            t.text().add_modifier(Modifier::BOLD),
+        ),
+        Span::styled(
+            format!(
+                "[{}] ",
+                if app.runtime.is_empty() {
+                    "starting"
+                } else {
+                    &app.runtime
+                }
+            ),
+            t.dim(),
+        ),
+        status,
+        Span::styled(format!(" elapsed {elapsed}  ETA {eta}  "), t.text()),
+        Span::styled(
+            format!(
+                "GPUs {busy} busy / {} free",
+                app.gpus_total.saturating_sub(busy)
+            ),
+            t.text(),
+        ),
+        Span::styled(
+            match &app.gpu_source {
+                GpuSource::Simulated => " (simulated)",
+                GpuSource::Unavailable(_) => " (no NVML)",
+                _ => "",
+            },
+            t.dim(),
+        ),
+    ]);
+    let pct = (c.done() * 100).checked_div(c.total).unwrap_or(0);
+    let bar_w = 20usize;
+    let filled = (c.done() * bar_w).checked_div(c.total).unwrap_or(0);
+    let bar = format!("{}{}", "█".repeat(filled), "░".repeat(bar_w - filled));
+    let second = Line::from(vec![
+        Span::styled(
+            format!(" {}/{} done ", c.done(), c.total),
+            t.text().add_modifier(Modifier::BOLD),
+        ),
+        Span::styled(bar, Style::default().fg(t.accent)),
+        Span::styled(format!(" {pct:>3}%  "), t.text()),
+        Span::styled(format!("✓ {} ", c.success), Style::default().fg(t.ok)),
+        Span::styled(format!("✗ {} ", c.failed), Style::default().fg(t.fail)),
+        Span::styled(format!("! {} held ", c.held), Style::default().fg(t.warn)),
+        Span::styled(format!("▶ {} ", c.active), Style::default().fg(t.active)),
+        Span::styled(
+            format!("· {} queued ", c.queued),
+            Style::default().fg(t.queued),
+        ),
+        Span::styled(
+            format!("⊘ {} skipped ", c.skipped + c.cancelled),
+            Style::default().fg(t.skipped),
+        ),
+    ]);
+    f.render_widget(Paragraph::new(vec![top, second]), area);
+}

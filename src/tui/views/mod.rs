@@ -1,0 +1,188 @@
+//! Drawing. Pure functions of `&App` (time comes in through `app.now_ms`), so TestBackend
+//! snapshots are deterministic.
+
+mod active;
+mod gpu;
+mod header;
+mod help;
+mod logs;
+mod popups;
+mod queue;
+mod results;
+
+use super::app::{App, InputKind, Pane, View};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+use ratatui::Frame;
+
+pub const MIN_W: u16 = 60;
+pub const MIN_H: u16 = 15;
+
+pub fn draw(f: &mut Frame, app: &App) {
+    let area = f.area();
+    if area.width < MIN_W || area.height < MIN_H {
+        too_small(f, app, area);
+        return;
+    }
+    let [head, body, hint] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Min(5),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    header::draw(f, app, head);
+    match app.view {
+        View::Sweep => sweep(f, app, body),
+        View::Logs => logs::draw(f, app, body, true),
+        View::Results => results::draw(f, app, body),
+    }
+    hint_bar(f, app, hint);
+    popups::draw(f, app, area);
+}
+
+fn too_small(f: &mut Frame, app: &App, area: Rect) {
+    let c = app.state.counts();
+    let text = vec![
+        Line::from(Span::styled(
+            "nightshift",
+            app.theme.text().add_modifier(Modifier::BOLD),
+        )),
+        Line::from(format!(
+            "terminal {}×{} is too small; need {}×{}",
+            area.width, area.height, MIN_W, MIN_H
+        )),
+        Line::from(format!(
+            "{}/{} runs done, {} active",
+            c.done(),
+            c.total,
+            c.active
+        )),
+        Line::from("q quits"),
+    ];
+    f.render_widget(
+        Paragraph::new(text)
+            .style(app.theme.text())
+            .wrap(Wrap { trim: true }),
+        area,
+    );
+}
+
+fn sweep(f: &mut Frame, app: &App, area: Rect) {
+    let logs_h = if area.height >= 30 {
+        area.height * 2 / 5
+    } else {
+        area.height / 3
+    };
+    let [top, bottom] =
+        Layout::vertical([Constraint::Min(6), Constraint::Length(logs_h.max(4))]).areas(area);
+    let wide = top.width >= 120;
+    let (qa, right) = if wide {
+        let [a, b] =
+            Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(top);
+        (a, b)
+    } else {
+        let [a, b] =
+            Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(top);
+        (a, b)
+    };
+    queue::draw(f, app, qa, app.focus == Pane::Queue);
+    let gpu_h = (app.gpus_total as u16 + 2).min(right.height / 2).max(3);
+    let [act, gpus] =
+        Layout::vertical([Constraint::Min(5), Constraint::Length(gpu_h)]).areas(right);
+    active::draw(f, app, act);
+    gpu::draw(f, app, gpus);
+    logs::draw(f, app, bottom, app.focus == Pane::Logs);
+}
+
+fn hint_bar(f: &mut Frame, app: &App, area: Rect) {
+    let t = &app.theme;
+    if let Some(input) = &app.input {
+        let prompt = match input.kind {
+            InputKind::Search => "/",
+            InputKind::Command => ":",
+        };
+        let line = Line::from(vec![
+            Span::styled(prompt, t.text().add_modifier(Modifier::BOLD)),
+            Span::styled(input.text.clone(), t.text()),
+            Span::styled("█", t.dim()),
+        ]);
+        f.render_widget(Paragraph::new(line), area);
+        return;
+    }
+    if let Some(msg) = &app.toast {
+        f.render_widget(
+            Paragraph::new(Span::styled(msg.clone(), Style::default().fg(t.warn))),
+            area,
+        );
+        return;
+    }
+    let mut spans = Vec::new();
+    for (key, word) in app.keymap.hints() {
+        spans.push(Span::styled(format!(" {key} "), t.header()));
+        spans.push(Span::styled(format!(" {word}  "), t.dim()));
+    }
+    spans.push(Span::styled(
+        format!(" 1 sweep 2 logs 3 results · {} ", app.theme.name),
+        t.dim(),
+    ));
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+pub(crate) fn block<'a>(app: &App, title: impl Into<Line<'a>>, focus: bool) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(app.theme.border(focus))
+        .title(title)
+}
+
+pub(crate) fn fmt_num(v: f64) -> String {
+    let a = v.abs();
+    if a >= 10_000.0 {
+        format!("{:.0}", v)
+    } else if a >= 100.0 {
+        format!("{:.1}", v)
+    } else if a >= 1.0 {
+        format!("{:.2}", v)
+    } else {
+        format!("{:.3}", v)
+    }
+}
+
+pub(crate) fn fmt_dur(ms: u64) -> String {
+    let s = ms / 1000;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s / 60) % 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}.{}s", s, (ms % 1000) / 100)
+    }
+}
+
+/// The commit's title, or what the plan knows about it when the title is empty.
+pub(crate) fn title_of(c: &crate::plan::CommitSpec) -> String {
+    if !c.title.trim().is_empty() {
+        return c.title.clone();
+    }
+    let kind = c.kind().map(crate::runtime::sim::kind_label).unwrap_or("");
+    match (&c.notes, kind) {
+        (Some(n), "") => n.clone(),
+        (Some(n), k) => format!("{k} · {n}"),
+        (None, k) => k.to_string(),
+    }
+}
+
+/// Truncate to `w` columns with an ellipsis.
+pub(crate) fn fit(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        s.to_string()
+    } else if w == 0 {
+        String::new()
+    } else {
+        let mut o: String = s.chars().take(w - 1).collect();
+        o.push('…');
+        o
+    }
+}

@@ -1,0 +1,167 @@
+//! Popups over any view: help, run detail (with provenance), confirmations.
+
+use super::{fit, fmt_dur, fmt_num};
+use crate::tui::app::{App, Confirm, Popup};
+use crate::tui::keymap::Action;
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph, Wrap};
+use ratatui::Frame;
+
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let [v] = Layout::vertical([Constraint::Length(h.min(area.height))])
+        .flex(Flex::Center)
+        .areas(area);
+    let [r] = Layout::horizontal([Constraint::Length(w.min(area.width))])
+        .flex(Flex::Center)
+        .areas(v);
+    r
+}
+
+pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+    match &app.popup {
+        None => {}
+        Some(Popup::Help { scroll }) => {
+            let r = centered(area, 84, area.height.saturating_sub(2));
+            super::help::draw(f, app, r, *scroll);
+        }
+        Some(Popup::Detail(run)) => detail(f, app, area, *run),
+        Some(Popup::Confirm(c)) => confirm(f, app, area, c),
+    }
+}
+
+fn confirm(f: &mut Frame, app: &App, area: Rect, c: &Confirm) {
+    let t = &app.theme;
+    let c_ = app.state.counts();
+    let (title, body) = match c {
+        Confirm::Quit => (
+            " quit? ",
+            format!(
+                "{} runs are active. Quitting stops them; they are re-queued and the sweep resumes where it left off with the same command.",
+                c_.active
+            ),
+        ),
+        Confirm::Cancel(run) => (
+            " cancel run? ",
+            format!("Cancel {run} {}?", app.plan.runs[run.0 as usize].key),
+        ),
+        Confirm::SkipCategory(cat) => (
+            " skip category? ",
+            format!("Skip every held or queued run whose failure is {cat}?"),
+        ),
+    };
+    let r = centered(area, 60, 7);
+    f.render_widget(Clear, r);
+    let lines = vec![
+        Line::from(Span::styled(body, t.text())),
+        Line::from(""),
+        Line::from(vec![
+            Span::styled(" y ", t.header()),
+            Span::styled(" yes   ", t.text()),
+            Span::styled(" n ", t.header()),
+            Span::styled(" no", t.text()),
+        ]),
+    ];
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: true })
+            .block(super::block(app, title, true)),
+        r,
+    );
+}
+
+fn detail(f: &mut Frame, app: &App, area: Rect, run: crate::model::RunId) {
+    let t = &app.theme;
+    let spec = &app.plan.runs[run.0 as usize];
+    let c = app.plan.commit_of(spec);
+    let r = app.state.run(run);
+    let kv = |k: &str, v: String| {
+        Line::from(vec![
+            Span::styled(format!("{k:<14}"), t.dim()),
+            Span::styled(v, t.text()),
+        ])
+    };
+    let mut lines = vec![
+        Line::from(Span::styled(
+            super::title_of(c),
+            t.text().add_modifier(Modifier::BOLD),
+        )),
+        kv("run", format!("{run} {}", spec.key)),
+        kv("commit", c.commit.clone()),
+        kv("parent", c.parent.clone().unwrap_or_else(|| "-".into())),
+        kv("model", c.model.clone().unwrap_or_else(|| "-".into())),
+        kv("variant", spec.variant.to_string()),
+        kv("image", spec.image.clone().unwrap_or_else(|| "-".into())),
+        kv(
+            "state",
+            format!("{} (attempt {})", r.state.label(), r.attempt),
+        ),
+        kv(
+            "GPUs",
+            if r.gpus.is_empty() {
+                format!("needs {}", spec.gpus)
+            } else {
+                format!("{:?}", r.gpus)
+            },
+        ),
+        kv(
+            "vLLM",
+            r.vllm_version
+                .clone()
+                .or(c.vllm_version.clone())
+                .unwrap_or_else(|| "-".into()),
+        ),
+    ];
+    if let (Some(s), Some(e)) = (r.started_ms, r.finished_ms) {
+        lines.push(kv("wall", fmt_dur(e.saturating_sub(s))));
+    }
+    if let Some(d) = &r.detail {
+        lines.push(kv("detail", d.clone()));
+    }
+    if !r.fixes.is_empty() {
+        lines.push(kv("fixes", r.fixes.join(", ")));
+    }
+    if let Some(fd) = &r.finding {
+        lines.push(kv("diagnosis", format!("{} → {}", fd.category, fd.action)));
+        lines.push(kv("evidence", fd.evidence.replace('\n', " ")));
+        if let Some(rc) = &fd.recipe {
+            lines.push(kv("recipe", rc.clone()));
+        }
+    }
+    for (k, v) in &r.provenance {
+        lines.push(kv(&fit(k, 13), v.clone()));
+    }
+    if let Some(cmd) = &c.perf_command {
+        lines.push(kv("command", cmd.clone()));
+    }
+    for (k, v) in &r.metrics {
+        lines.push(kv(&fit(k, 13), fmt_num(*v)));
+    }
+    if let Some(dir) = &app.log_dir {
+        lines.push(kv("logs", dir.display().to_string()));
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from(Span::styled(
+        format!(
+            "{} open log in $PAGER · {} fix · {} retry · {} skip · esc close",
+            app.keymap.label_of(Action::OpenPager),
+            app.keymap.label_of(Action::ApplyFix),
+            app.keymap.label_of(Action::Retry),
+            app.keymap.label_of(Action::Skip)
+        ),
+        t.dim(),
+    )));
+    let r = centered(
+        area,
+        100,
+        (lines.len() as u16 + 4).min(area.height.saturating_sub(2)),
+    );
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(super::block(app, " run detail · provenance ", true)),
+        r,
+    );
+}

@@ -1,0 +1,156 @@
+//! All commits × variants: sortable by any column, filtered by status, category, model or
+//! text.
+
+use super::{block, fit, fmt_num};
+use crate::tui::app::{headline, run_category, App, RESULT_COLUMNS};
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Row, Table};
+use ratatui::Frame;
+
+pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+    let t = &app.theme;
+    let rows = app.result_rows();
+    let r = &app.results;
+    let mut filters = Vec::new();
+    if let Some(s) = r.status {
+        filters.push(format!("status={}", s.label()));
+    }
+    if let Some(c) = r.category {
+        filters.push(format!("category={c}"));
+    }
+    if let Some(m) = &r.model {
+        filters.push(format!("model={m}"));
+    }
+    if let Some(x) = &r.text {
+        filters.push(format!("text={x}"));
+    }
+    let title = Line::from(vec![
+        Span::styled(
+            format!(" results · {} of {} runs ", rows.len(), app.plan.runs.len()),
+            t.text(),
+        ),
+        Span::styled(
+            format!(
+                " sort {} {} ",
+                RESULT_COLUMNS[r.sort_col],
+                if r.reverse { "↓" } else { "↑" }
+            ),
+            t.dim(),
+        ),
+        Span::styled(
+            if filters.is_empty() {
+                " no filter (x status, / text, :filter) ".to_string()
+            } else {
+                format!(" filter {} ", filters.join(" "))
+            },
+            Style::default().fg(t.warn),
+        ),
+    ]);
+    let b = block(app, title, true);
+    let inner = b.inner(area);
+    f.render_widget(b, area);
+    let body_h = inner.height.saturating_sub(1) as usize;
+    let sel = r.selected.min(rows.len().saturating_sub(1));
+    let mut offset = app.hits.results_offset.get();
+    if sel < offset {
+        offset = sel;
+    } else if sel >= offset + body_h {
+        offset = sel + 1 - body_h;
+    }
+    app.hits.results_offset.set(offset);
+    app.hits.results_rows.set(Rect {
+        y: inner.y + 1,
+        height: inner.height.saturating_sub(1),
+        ..inner
+    });
+    let header = Row::new(RESULT_COLUMNS.iter().enumerate().map(|(i, c)| {
+        let s = if i == r.sort_col {
+            t.text().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
+        } else {
+            t.dim()
+        };
+        Cell::from(*c).style(s)
+    }));
+    let body = rows
+        .iter()
+        .enumerate()
+        .skip(offset)
+        .take(body_h)
+        .map(|(i, run)| {
+            let spec = &app.plan.runs[run.0 as usize];
+            let c = app.plan.commit_of(spec);
+            let rec = app.state.run(*run);
+            let st = super::queue::state_style(t, &rec.state);
+            let cat = run_category(&rec.state, rec.finding.as_ref())
+                .map(|c| c.to_string())
+                .unwrap_or_default();
+            let head = headline(&rec.metrics)
+                .map(|(k, v)| format!("{} {}", fmt_num(v), short_key(k)))
+                .unwrap_or_default();
+            let delta = app
+                .delta_pct(*run)
+                .map(|d| format!("{d:+.1}%"))
+                .unwrap_or_default();
+            let model = c.model.as_deref().unwrap_or("-");
+            let row = Row::new(vec![
+                Cell::from(c.short().to_string()),
+                Cell::from(spec.variant.to_string()),
+                Cell::from(fit(model.rsplit('/').next().unwrap_or(model), 22)),
+                Cell::from(format!(
+                    "{} {}",
+                    super::queue::glyph(&rec.state),
+                    status_word(&rec.state)
+                ))
+                .style(st),
+                Cell::from(cat),
+                Cell::from(head),
+                Cell::from(delta),
+                Cell::from(rec.attempt.to_string()),
+                Cell::from(super::title_of(c)),
+            ]);
+            if i == sel {
+                row.style(t.selected())
+            } else {
+                row.style(t.text())
+            }
+        });
+    let widths = [
+        Constraint::Length(9),
+        Constraint::Length(18),
+        Constraint::Length(22),
+        Constraint::Length(12),
+        Constraint::Length(22),
+        Constraint::Length(16),
+        Constraint::Length(8),
+        Constraint::Length(7),
+        Constraint::Min(10),
+    ];
+    f.render_widget(
+        Table::new(body, widths).header(header).column_spacing(1),
+        inner,
+    );
+}
+
+fn status_word(s: &crate::model::RunState) -> String {
+    use crate::model::RunState;
+    match s {
+        RunState::Queued => "queued".into(),
+        RunState::Active { stage } => stage.short().into(),
+        RunState::Held { .. } => "held".into(),
+        RunState::Finished { outcome } => outcome.status().into(),
+    }
+}
+
+fn short_key(k: &str) -> &'static str {
+    match k {
+        "output_throughput_tok_s" => "out tok/s",
+        "throughput_total_tok_s" => "tok/s",
+        "throughput_req_s" => "req/s",
+        "latency_avg_s" => "s avg",
+        "input_throughput_tok_s" => "in tok/s",
+        "ttft_mean_ms" => "ms ttft",
+        _ => "",
+    }
+}
