@@ -42,7 +42,9 @@ mkdir -p "$ROOT"
 DEB=$(ls "${BUSYBOX_DEB_DIR:-$HOME/.cache/nightshift}"/busybox-static_*.deb 2>/dev/null | head -1 || true)
 if [ -z "$DEB" ]; then
   mkdir -p "${BUSYBOX_DEB_DIR:-$HOME/.cache/nightshift}"
-  ( cd "${BUSYBOX_DEB_DIR:-$HOME/.cache/nightshift}" && apt-get download busybox-static 2>&1 | grep -v '^W:' || true )
+  # A fresh machine may have no package lists yet: update once and try again.
+  ( cd "${BUSYBOX_DEB_DIR:-$HOME/.cache/nightshift}" && { apt-get download busybox-static >/dev/null 2>&1 \
+      || { if [ "$(id -u)" = 0 ]; then apt-get update -qq; else sudo apt-get update -qq; fi; apt-get download busybox-static; }; } )
   DEB=$(ls "${BUSYBOX_DEB_DIR:-$HOME/.cache/nightshift}"/busybox-static_*.deb | head -1)
 fi
 dpkg -x "$DEB" "$CTX/bb"
