@@ -40,7 +40,9 @@ impl Default for PolicyConfig {
             retry_limits: BTreeMap::new(),
             backoff_base_s: 30,
             backoff_cap_s: 600,
-            breaker_threshold: 3,
+            // Five distinct commits in a row: with several GPUs in flight, three alike
+            // happen by chance in a sweep of broken commits; five rarely do.
+            breaker_threshold: 5,
             breaker_ignore: vec![
                 Category::ImageNotFound,
                 Category::AgentPatchFailed,
@@ -520,7 +522,10 @@ mod tests {
 
     #[test]
     fn breaker_trips_after_n_runs_in_a_row() {
-        let mut p = policy(PolicyConfig::default());
+        let mut p = policy(PolicyConfig {
+            breaker_threshold: 3,
+            ..PolicyConfig::default()
+        });
         let d = diag(Category::CudaOom);
         // Retries do not count; each run ends at the operator after one retry.
         for run in 1..=3 {
@@ -544,7 +549,10 @@ mod tests {
 
     #[test]
     fn breaker_resets_on_success_and_on_a_different_category() {
-        let mut p = policy(PolicyConfig::default());
+        let mut p = policy(PolicyConfig {
+            breaker_threshold: 3,
+            ..PolicyConfig::default()
+        });
         let oom = diag(Category::KvCacheTooSmall);
         p.decide(&oom, 1, &[]);
         p.decide(&oom, 1, &[]);

@@ -5,7 +5,7 @@
 //! back to back on the same GPUs, baseline first), then commits in plan order. A run that
 //! does not fit waits; smaller runs behind it may start (first fit).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// What the scheduler needs to know about one queued run.
 #[derive(Debug, Clone)]
@@ -85,6 +85,89 @@ pub fn pick(candidates: &[Candidate], pool: &GpuPool) -> Option<usize> {
         .map(|c| c.index)
 }
 
+/// The queued runs in scheduling order, kept incrementally so that picking the next run
+/// costs O(log n) instead of a scan of every run (a 10,000-run sweep stays linear).
+/// Same order and first-fit rule as [`pick`], which stays the reference.
+#[derive(Debug, Default, Clone)]
+pub struct Queue {
+    /// (commit not started yet, commit, variant order, run index)
+    set: BTreeSet<(bool, usize, u8, usize)>,
+    entries: HashMap<usize, (usize, u8, u32)>,
+    by_commit: HashMap<usize, BTreeSet<usize>>,
+    /// Commits with a variant started, and the GPUs it first ran on (affinity).
+    started: HashMap<usize, Vec<u32>>,
+    zero_gpu: usize,
+}
+
+impl Queue {
+    pub fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+
+    pub fn contains(&self, index: usize) -> bool {
+        self.entries.contains_key(&index)
+    }
+
+    pub fn push(&mut self, index: usize, commit: usize, order: u8, gpus: u32) {
+        if self.entries.contains_key(&index) {
+            return;
+        }
+        let fresh = !self.started.contains_key(&commit);
+        self.set.insert((fresh, commit, order, index));
+        self.entries.insert(index, (commit, order, gpus));
+        self.by_commit.entry(commit).or_default().insert(index);
+        if gpus == 0 {
+            self.zero_gpu += 1;
+        }
+    }
+
+    pub fn remove(&mut self, index: usize) {
+        let Some((commit, order, gpus)) = self.entries.remove(&index) else {
+            return;
+        };
+        let fresh = !self.started.contains_key(&commit);
+        self.set.remove(&(fresh, commit, order, index));
+        if let Some(s) = self.by_commit.get_mut(&commit) {
+            s.remove(&index);
+        }
+        if gpus == 0 {
+            self.zero_gpu -= 1;
+        }
+    }
+
+    /// A variant of `commit` started (on `gpus`): its other variants now go first.
+    pub fn commit_started(&mut self, commit: usize, gpus: &[u32]) {
+        if self.started.contains_key(&commit) {
+            return;
+        }
+        self.started.insert(commit, gpus.to_vec());
+        for &index in self.by_commit.get(&commit).into_iter().flatten() {
+            let (_, order, _) = self.entries[&index];
+            self.set.remove(&(true, commit, order, index));
+            self.set.insert((false, commit, order, index));
+        }
+    }
+
+    pub fn preferred(&self, commit: usize) -> &[u32] {
+        self.started.get(&commit).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The next run that fits the free GPUs and is `eligible` now (e.g. its backoff ended).
+    pub fn pick(&self, pool: &GpuPool, eligible: impl Fn(usize) -> bool) -> Option<usize> {
+        if pool.free() == 0 && self.zero_gpu == 0 {
+            return None;
+        }
+        self.set
+            .iter()
+            .find(|(_, _, _, i)| self.entries[i].2 <= pool.free() && eligible(*i))
+            .map(|(_, _, _, i)| *i)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +214,29 @@ mod tests {
     }
 
     proptest! {
+        /// The incremental queue picks exactly what the reference `pick` picks.
+        #[test]
+        fn queue_agrees_with_pick(runs in proptest::collection::vec((0usize..6, 0u8..3, 0u32..4), 1..40), started in proptest::collection::vec(0usize..6, 0..4), busy in 0u32..4) {
+            let mut pool = GpuPool::new(4);
+            pool.take(busy, &[]);
+            let mut q = Queue::default();
+            for c in &started {
+                q.commit_started(*c, &[]);
+            }
+            let mut cands = Vec::new();
+            for (i, (commit, order, gpus)) in runs.iter().enumerate() {
+                q.push(i, *commit, *order, *gpus);
+                cands.push(Candidate { index: i, commit: *commit, variant_order: *order, gpus: *gpus, preferred: vec![], commit_started: started.contains(commit) });
+            }
+            prop_assert_eq!(q.pick(&pool, |_| true), pick(&cands, &pool));
+            // Removing the pick gives the same next pick as the reference without it.
+            if let Some(first) = q.pick(&pool, |_| true) {
+                q.remove(first);
+                cands.retain(|c| c.index != first);
+                prop_assert_eq!(q.pick(&pool, |_| true), pick(&cands, &pool));
+            }
+        }
+
         /// Whatever the sequence of starts and finishes, no GPU is ever handed out twice
         /// and never more than the machine has.
         #[test]

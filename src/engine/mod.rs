@@ -14,7 +14,7 @@ use crate::parse::{self, StreamParser};
 use crate::plan::{BenchKind, Plan};
 use crate::policy::{Policy, PolicyConfig};
 use crate::runtime::{RunEnd, RunJob, RunReport, RunSink, Runtime, RuntimeMsg};
-use crate::scheduler::{self, Candidate, GpuPool};
+use crate::scheduler::{GpuPool, Queue};
 use crate::state::SweepState;
 use observer::Observer;
 use std::collections::{BTreeMap, HashMap};
@@ -79,6 +79,10 @@ pub struct Engine {
     /// Plan-time predictions (e.g. the port-binding bug), shown before the night starts.
     predicted: HashMap<RunId, Finding>,
     gpu_ms: u128,
+    /// Something happened that may let a queued run start (a GPU freed, a run queued, a
+    /// resume, a backoff ended). Scheduling only then keeps a 10,000-run sweep linear.
+    schedule_dirty: bool,
+    queue: Queue,
     /// Multiplies policy delays (backoff): 1 for real runtimes, 1/speed for the sim.
     time_scale: f64,
     cmd_rx: mpsc::UnboundedReceiver<Command>,
@@ -116,6 +120,8 @@ impl Engine {
             commit_env: HashMap::new(),
             predicted: HashMap::new(),
             gpu_ms: 0,
+            schedule_dirty: true,
+            queue: Queue::default(),
             time_scale: 1.0,
             cmd_rx,
             msg_tx,
@@ -176,6 +182,33 @@ impl Engine {
             // the sweep: record it as a log line and carry on.
             tracing_warn(&format!("ignored event: {e}"));
             return Ok(());
+        }
+        match &env.event {
+            Event::State {
+                run,
+                from,
+                to,
+                gpus,
+                ..
+            } => {
+                let i = run.0 as usize;
+                if *to == RunState::Queued || (from.is_active() && !to.is_active()) {
+                    self.schedule_dirty = true;
+                }
+                if let Some(spec) = self.plan.runs.get(i) {
+                    if *to == RunState::Queued && spec.gpus <= self.opts.gpus {
+                        self.queue
+                            .push(i, spec.commit, spec.variant.order(), spec.gpus);
+                    } else if *to != RunState::Queued {
+                        self.queue.remove(i);
+                    }
+                    if to.is_active() {
+                        self.queue.commit_started(spec.commit, gpus);
+                    }
+                }
+            }
+            Event::Resumed | Event::SweepStarted { .. } => self.schedule_dirty = true,
+            _ => {}
         }
         for o in &mut self.observers {
             o.on_event(&env)?;
@@ -239,6 +272,7 @@ impl Engine {
             gpus,
             runtime: rt,
         })?;
+        self.rebuild_queue();
         self.prepare_runs()?;
 
         loop {
@@ -284,6 +318,7 @@ impl Engine {
                 _ = tokio::time::sleep_until(wake) => {
                     let now = Instant::now();
                     self.not_before.retain(|_, t| *t > now);
+                    self.schedule_dirty = true;
                 }
                 _ = shutdown.cancelled(), if !self.active.is_empty() && !self.active.values().all(|a| a.cancel.is_cancelled()) => {
                     for a in self.active.values() {
@@ -392,61 +427,45 @@ impl Engine {
     }
 
     fn start_runs(&mut self) -> anyhow::Result<()> {
-        if self.state.paused.is_some() {
+        if self.state.paused.is_some() || !self.schedule_dirty {
             return Ok(());
         }
+        self.schedule_dirty = false;
         loop {
             let now = Instant::now();
-            let mut commit_started: HashMap<usize, Vec<u32>> = HashMap::new();
-            for (i, r) in self.state.runs.iter().enumerate() {
-                if r.attempt > 0 || !r.state.is_active() && r.state != RunState::Queued {
-                    let c = self.plan.runs[i].commit;
-                    let entry = commit_started.entry(c).or_default();
-                    if entry.is_empty() {
-                        entry.extend(r.gpus.iter().copied());
-                    }
-                }
-            }
-            let candidates: Vec<Candidate> = self
-                .state
-                .runs
-                .iter()
-                .enumerate()
-                .filter(|(i, r)| {
-                    r.state == RunState::Queued
-                        && self
-                            .not_before
-                            .get(&RunId(*i as u32))
-                            .is_none_or(|t| *t <= now)
-                        && self.plan.runs[*i].gpus <= self.opts.gpus
-                })
-                .map(|(i, _)| {
-                    let spec = &self.plan.runs[i];
-                    let started = commit_started.get(&spec.commit);
-                    Candidate {
-                        index: i,
-                        commit: spec.commit,
-                        variant_order: spec.variant.order(),
-                        gpus: spec.gpus,
-                        preferred: started.cloned().unwrap_or_default(),
-                        commit_started: started.is_some(),
-                    }
-                })
-                .collect();
-            let Some(index) = scheduler::pick(&candidates, &self.pool) else {
+            let not_before = &self.not_before;
+            let eligible = |i: usize| not_before.get(&RunId(i as u32)).is_none_or(|t| *t <= now);
+            let Some(index) = self.queue.pick(&self.pool, eligible) else {
                 return Ok(());
             };
-            let preferred = candidates
-                .iter()
-                .find(|c| c.index == index)
-                .map(|c| c.preferred.clone())
-                .unwrap_or_default();
+            let spec = &self.plan.runs[index];
+            let preferred = self.queue.preferred(spec.commit).to_vec();
             let gpus = self
                 .pool
-                .take(self.plan.runs[index].gpus, &preferred)
+                .take(spec.gpus, &preferred)
                 .expect("scheduler picked a run that fits");
             self.start(RunId(index as u32), gpus)?;
         }
+    }
+
+    /// The queue mirrors the state: rebuilt once (a resumed state never emitted its
+    /// `Queued` events), then kept in step by `emit`.
+    fn rebuild_queue(&mut self) {
+        self.queue = Queue::default();
+        for (i, r) in self.state.runs.iter().enumerate() {
+            let spec = &self.plan.runs[i];
+            if r.attempt > 0 || !matches!(r.state, RunState::Queued | RunState::Active { .. }) {
+                self.queue.commit_started(spec.commit, &r.gpus);
+            }
+        }
+        for (i, r) in self.state.runs.iter().enumerate() {
+            let spec = &self.plan.runs[i];
+            if r.state == RunState::Queued && spec.gpus <= self.opts.gpus {
+                self.queue
+                    .push(i, spec.commit, spec.variant.order(), spec.gpus);
+            }
+        }
+        self.schedule_dirty = true;
     }
 
     fn start(&mut self, id: RunId, gpus: Vec<u32>) -> anyhow::Result<()> {
