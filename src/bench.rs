@@ -11,6 +11,12 @@ use std::time::Instant;
 /// A synthetic plan with `runs` runs (commits × baseline/human/agent), a realistic mix of
 /// kinds and failures, kept in memory.
 pub fn synthetic_plan(runs: usize) -> Plan {
+    synthetic_plan_of(runs, &["serving", "throughput", "latency"])
+}
+
+/// [`synthetic_plan`] with only the benchmark kinds named (`serving`, `throughput`,
+/// `latency`), in turn.
+pub fn synthetic_plan_of(runs: usize, kinds: &[&str]) -> Plan {
     let commits = runs.div_ceil(3);
     let mut t = String::from(
         "schema_version = 1\nname = \"bench\"\n[defaults]\nvariants = [\"baseline\", \"human\", \"agent\"]\n[[agents]]\nid = \"a\"\n",
@@ -20,6 +26,7 @@ pub fn synthetic_plan(runs: usize) -> Plan {
         ("throughput", "python benchmarks/benchmark_throughput.py --model m/x --input-len 256 --output-len 256"),
         ("latency", "python benchmarks/benchmark_latency.py --model m/x --batch-size 1"),
     ];
+    let cmds: Vec<_> = cmds.iter().filter(|(k, _)| kinds.contains(k)).collect();
     let fails = [
         "",
         "",
@@ -32,7 +39,8 @@ pub fn synthetic_plan(runs: usize) -> Plan {
     ];
     for i in 0..commits {
         let (_, cmd) = cmds[i % cmds.len()];
-        let _ = writeln!(t, "[[commits]]\ncommit = \"{:040x}\"\nparent = \"{:040x}\"\nmodel = \"m/x\"\ngpu_config = \"H100:1\"\nperf_command = '''{cmd}'''", (i as u128) << 12 | 0xabc, (i as u128) << 12 | 0xdef);
+        // Run keys use the first 12 hex digits of the commit: keep them distinct.
+        let _ = writeln!(t, "[[commits]]\ncommit = \"{i:012x}{:028x}\"\nparent = \"{i:012x}{:028x}\"\nmodel = \"m/x\"\ngpu_config = \"H100:1\"\nperf_command = '''{cmd}'''", 0xabc, 0xdef);
         let f = fails[i % fails.len()];
         if !f.is_empty() {
             let _ = writeln!(t, "sim = {{ fail = \"{f}\", transient = true }}");

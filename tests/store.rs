@@ -61,7 +61,7 @@ fn run_ok(plan: &Path, store: &Path, extra: &[&str]) -> (i32, String, String) {
 fn check_invariants(store: &Path, reruns: bool) {
     let s = Store::open(store, false).unwrap();
     let events = s.events().unwrap();
-    for d in s.docs().values() {
+    for d in s.docs().unwrap().values() {
         assert!(
             d.record.state.is_terminal(),
             "{}: {}",
@@ -146,7 +146,7 @@ fn crash_loop_loses_nothing() {
     assert!(code == 0, "final run: {code}\n{out}\n{err}");
     check_invariants(&store, false);
     let s = Store::open(&store, false).unwrap();
-    assert_eq!(s.docs().len(), 36);
+    assert_eq!(s.docs().unwrap().len(), 36);
     assert!(s.life() > 20);
 }
 
@@ -160,6 +160,15 @@ fn locked_store_is_exit_2() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("in use by another nightshift"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+    // `results` reads a store in use from a snapshot copy.
+    let o = Command::new(BIN)
+        .args(["results", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("snapshot"), "{err}");
     drop(held);
     let o = Command::new(BIN)
         .args(["results", "--store"])
@@ -207,13 +216,13 @@ fn resume_keeps_finished_runs_and_detects_plan_changes() {
     );
     let store = tmp.path().join("store");
     assert_eq!(run_ok(&plan, &store, &[]).0, 0);
-    let before = Store::open(&store, false).unwrap().docs().clone();
+    let before = Store::open(&store, false).unwrap().docs().unwrap();
     // Same plan again: nothing re-runs.
     let (code, out, _) = run_ok(&plan, &store, &[]);
     assert_eq!(code, 0);
     assert!(out.contains("6 finished runs kept"), "{out}");
     assert_eq!(
-        Store::open(&store, false).unwrap().docs()["c1111111/human"].attempts,
+        Store::open(&store, false).unwrap().docs().unwrap()["c1111111/human"].attempts,
         before["c1111111/human"].attempts
     );
     // A new commit, a removed one, a changed command.
@@ -231,16 +240,20 @@ fn resume_keeps_finished_runs_and_detects_plan_changes() {
     assert!(out.contains("--rerun-changed"), "{out}");
     let s = Store::open(&store, false).unwrap();
     assert_eq!(
-        s.docs()["c1111111/human"].attempts,
+        s.docs().unwrap()["c1111111/human"].attempts,
         before["c1111111/human"].attempts
     );
-    assert!(s.docs()["c2222222/human"].removed);
-    assert!(s.docs()["c3333333/human"].record.state.is_terminal());
+    assert!(s.docs().unwrap()["c2222222/human"].removed);
+    assert!(s.docs().unwrap()["c3333333/human"]
+        .record
+        .state
+        .is_terminal());
     drop(s);
     let (code, out, _) = run_ok(&plan, &store, &["--rerun-changed"]);
     assert_eq!(code, 0, "{out}");
     let s = Store::open(&store, false).unwrap();
-    let d = &s.docs()["c1111111/human"];
+    let docs = s.docs().unwrap();
+    let d = &docs["c1111111/human"];
     assert_eq!(
         d.attempts.len(),
         before["c1111111/human"].attempts.len() + 1,
@@ -259,7 +272,8 @@ fn retry_failed_requeues_failures() {
     let store = tmp.path().join("store");
     let _ = run_ok(&plan, &store, &[]);
     let s = Store::open(&store, false).unwrap();
-    let d = &s.docs()["c1111111/human"];
+    let docs = s.docs().unwrap();
+    let d = &docs["c1111111/human"];
     assert!(matches!(d.record.state, RunState::Finished { .. }));
     assert_eq!(
         d.attempts.last().unwrap().status(),
@@ -278,7 +292,7 @@ fn retry_failed_requeues_failures() {
         "{out}{err}"
     );
     let s = Store::open(&store, false).unwrap();
-    assert!(s.docs()["c1111111/human"].attempts.len() > n);
+    assert!(s.docs().unwrap()["c1111111/human"].attempts.len() > n);
     drop(s);
     check_invariants(&store, false);
     let (code, _, err) = run_ok(&plan, &store, &["--retry-failed", "bogus"]);

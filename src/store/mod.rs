@@ -3,12 +3,16 @@
 //!
 //! The storage engine sits behind [`Backend`] (three key/value trees: `meta`, `events`,
 //! `runs`); [`sled`](self::sled) is the one we ship. [`Store`] holds the logic: schema
-//! version and migrations, the plan snapshot, one [`RunDoc`] per run key, and the event log
-//! keyed by a big-endian sequence number. [`StoreObserver`] persists a running sweep and
-//! flushes every state transition before the engine acts on it. Full logs stay in files
-//! under `<store>/logs`; run docs hold their paths and sizes.
+//! version and migrations, the plan snapshot, one small [`RunSummary`] per run key (current
+//! state, attempt, metrics; rewritten on a state transition, never growing), and the
+//! append-only event log keyed by a big-endian sequence number, each event written once.
+//! Histories (attempts, state changes) are derived from the log when read
+//! ([`Store::docs`]). [`StoreObserver`] persists a running sweep and flushes every state
+//! transition before the engine acts on it; other events ride along with the next flush.
+//! Full logs stay in files under `<store>/logs`; the ending event of an attempt names them.
 
 pub mod cli;
+mod history;
 pub mod record;
 pub mod report;
 pub mod resume;
@@ -19,13 +23,15 @@ use crate::engine::observer::Observer;
 use crate::event::{Envelope, Event};
 use crate::model::{Pipe, RunState, Stage};
 use crate::state::SweepState;
-use record::{LogFile, PlanSnapshot, RunDoc, StateChange};
-use serde::{Deserialize, Serialize};
+use record::{LogFile, PlanSnapshot, RunDoc, RunSummary};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The schema this build writes. Older stores are migrated on open; newer ones refused.
-pub const SCHEMA_VERSION: u32 = 1;
+/// v1 rewrote each run's whole history on every change; v2 keeps small run summaries and
+/// derives histories from the event log.
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tree {
@@ -48,6 +54,15 @@ pub trait Backend: Send {
     fn len(&self, t: Tree) -> usize;
     /// Make every write so far durable.
     fn flush(&self) -> anyhow::Result<()>;
+}
+
+/// How values are encoded: compact JSON (self-describing, so the internally tagged event
+/// enums round-trip; readable with any JSON tool in an emergency).
+fn enc<T: Serialize>(v: &T) -> anyhow::Result<Vec<u8>> {
+    Ok(serde_json::to_vec(v)?)
+}
+fn dec<T: DeserializeOwned>(b: &[u8]) -> anyhow::Result<T> {
+    Ok(serde_json::from_slice(b)?)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,15 +92,28 @@ pub struct StoredEvent {
     pub life: u32,
     pub key: Option<String>,
     pub env: Envelope,
+    /// The log files of an attempt, on the event that ended it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<LogFile>,
 }
 
 pub struct Store {
     dir: PathBuf,
     backend: Box<dyn Backend>,
-    docs: BTreeMap<String, RunDoc>,
+    runs: BTreeMap<String, RunSummary>,
     plan: Option<PlanSnapshot>,
     next_seq: u64,
     life: u32,
+    /// A copy of a live store this was opened from, removed when done (after the backend).
+    copy: Option<TempCopy>,
+}
+
+struct TempCopy(PathBuf);
+
+impl Drop for TempCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 const K_SCHEMA: &[u8] = b"schema_version";
@@ -94,6 +122,13 @@ const K_LIVES: &[u8] = b"lives";
 
 fn u32_of(v: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(v.try_into().ok()?))
+}
+
+fn next_seq_of(backend: &dyn Backend) -> anyhow::Result<u64> {
+    Ok(backend
+        .last_key(Tree::Events)?
+        .and_then(|k| Some(u64::from_be_bytes(k.as_slice().try_into().ok()?)))
+        .map_or(1, |s| s + 1))
 }
 
 impl Store {
@@ -180,10 +215,9 @@ impl Store {
             .get(Tree::Meta, K_PLAN)
             .map_err(|e| damaged(e.to_string()))?
         {
-            Some(b) => Some(
-                serde_json::from_slice(&b)
-                    .map_err(|e| damaged(format!("unreadable plan snapshot: {e}")))?,
-            ),
+            Some(b) => {
+                Some(dec(&b).map_err(|e| damaged(format!("unreadable plan snapshot: {e}")))?)
+            }
             None => None,
         };
         let life = backend
@@ -192,29 +226,33 @@ impl Store {
             .flatten()
             .and_then(|v| u32_of(&v))
             .unwrap_or(0);
-        let mut docs = BTreeMap::new();
+        let mut runs = BTreeMap::new();
         backend
             .scan(Tree::Runs, &mut |k, v| {
-                let doc: RunDoc = serde_json::from_slice(v).map_err(|e| {
+                let run: RunSummary = dec(v).map_err(|e| {
                     anyhow::anyhow!("unreadable run {}: {e}", String::from_utf8_lossy(k))
                 })?;
-                docs.insert(doc.key.clone(), doc);
+                runs.insert(run.key.clone(), run);
                 Ok(())
             })
             .map_err(|e| damaged(format!("{e:#}")))?;
-        let next_seq = backend
-            .last_key(Tree::Events)
-            .map_err(|e| damaged(e.to_string()))?
-            .and_then(|k| Some(u64::from_be_bytes(k.as_slice().try_into().ok()?)))
-            .map_or(1, |s| s + 1);
+        let next_seq = next_seq_of(backend.as_ref()).map_err(|e| damaged(e.to_string()))?;
         Ok(Store {
             dir: dir.to_path_buf(),
             backend,
-            docs,
+            runs,
             plan,
             next_seq,
             life,
+            copy: None,
         })
+    }
+
+    /// This store was opened from `copy`, a snapshot of the live store in `dir`.
+    pub fn snapshot_of(mut self, dir: &Path, copy: PathBuf) -> Store {
+        self.dir = dir.to_path_buf();
+        self.copy = Some(TempCopy(copy));
+        self
     }
 
     pub fn dir(&self) -> &Path {
@@ -226,33 +264,46 @@ impl Store {
     pub fn plan(&self) -> Option<&PlanSnapshot> {
         self.plan.as_ref()
     }
-    pub fn docs(&self) -> &BTreeMap<String, RunDoc> {
-        &self.docs
+    /// Every run's summary (current state), by key. Cheap: loaded on open.
+    pub fn runs(&self) -> &BTreeMap<String, RunSummary> {
+        &self.runs
     }
-    pub fn doc(&self, key: &str) -> Option<&RunDoc> {
-        self.docs.get(key)
+    pub fn run(&self, key: &str) -> Option<&RunSummary> {
+        self.runs.get(key)
     }
     pub fn life(&self) -> u32 {
         self.life
     }
+    /// The seq the next appended event gets.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
 
-    /// Docs in plan order (removed runs last, by key).
-    pub fn docs_in_order(&self) -> Vec<&RunDoc> {
-        let mut out = Vec::with_capacity(self.docs.len());
-        let mut seen = BTreeSet::new();
-        if let Some(p) = &self.plan {
-            for r in &p.runs {
-                if let Some(d) = self.docs.get(&r.key) {
-                    out.push(d);
-                    seen.insert(r.key.as_str());
+    /// Every run with its attempts and state history, derived from the event log.
+    pub fn docs(&self) -> anyhow::Result<BTreeMap<String, RunDoc>> {
+        let mut docs: BTreeMap<String, RunDoc> = self
+            .runs
+            .iter()
+            .map(|(k, s)| (k.clone(), RunDoc::of_summary(s)))
+            .collect();
+        self.backend.scan(Tree::Events, &mut |k, v| {
+            let seq = u64::from_be_bytes(k.try_into()?);
+            let ev: StoredEvent = dec(v)?;
+            if let Some(key) = &ev.key {
+                if let (Some(d), Some(s)) = (docs.get_mut(key), self.runs.get(key)) {
+                    d.apply(seq, &ev, s);
                 }
             }
-        }
-        out.extend(
-            self.docs
-                .values()
-                .filter(|d| !seen.contains(d.key.as_str())),
-        );
+            Ok(())
+        })?;
+        Ok(docs)
+    }
+
+    /// `docs` in plan order (removed runs last, by key).
+    pub fn in_order<'a>(&self, docs: &'a BTreeMap<String, RunDoc>) -> Vec<&'a RunDoc> {
+        let mut out: Vec<&RunDoc> = docs.values().collect();
+        let order = |d: &RunDoc| self.runs.get(&d.key).map_or(u32::MAX, |s| s.order);
+        out.sort_by_key(|d| (d.removed, if d.removed { 0 } else { order(d) }));
         out
     }
 
@@ -264,37 +315,45 @@ impl Store {
         Ok(self.life)
     }
 
-    pub fn put_plan(&mut self, snap: PlanSnapshot) -> anyhow::Result<()> {
-        self.backend
-            .put(Tree::Meta, K_PLAN, &serde_json::to_vec(&snap)?)?;
+    /// Save the plan snapshot without its run list: each run's summary holds its part, and
+    /// one multi-megabyte value would be copied whole each time sled relocates it.
+    pub fn put_plan(&mut self, mut snap: PlanSnapshot) -> anyhow::Result<()> {
+        snap.runs.clear();
+        self.backend.put(Tree::Meta, K_PLAN, &enc(&snap)?)?;
         self.plan = Some(snap);
         Ok(())
     }
 
-    pub fn put_doc(&mut self, doc: RunDoc) -> anyhow::Result<()> {
+    pub fn put_run(&mut self, run: RunSummary) -> anyhow::Result<()> {
         self.backend
-            .put(Tree::Runs, doc.key.as_bytes(), &serde_json::to_vec(&doc)?)?;
-        self.docs.insert(doc.key.clone(), doc);
+            .put(Tree::Runs, run.key.as_bytes(), &enc(&run)?)?;
+        self.runs.insert(run.key.clone(), run);
         Ok(())
     }
 
-    fn write_doc(&self, key: &str) -> anyhow::Result<()> {
-        if let Some(doc) = self.docs.get(key) {
-            self.backend
-                .put(Tree::Runs, key.as_bytes(), &serde_json::to_vec(doc)?)?;
+    fn write_run(&self, key: &str) -> anyhow::Result<()> {
+        if let Some(run) = self.runs.get(key) {
+            self.backend.put(Tree::Runs, key.as_bytes(), &enc(run)?)?;
         }
         Ok(())
     }
 
-    pub fn append_event(&mut self, key: Option<String>, env: &Envelope) -> anyhow::Result<u64> {
+    /// Append one event to the log (written once, never rewritten).
+    pub fn append_event(
+        &mut self,
+        key: Option<String>,
+        env: &Envelope,
+        logs: Vec<LogFile>,
+    ) -> anyhow::Result<u64> {
         let seq = self.next_seq;
         let ev = StoredEvent {
             life: self.life,
             key,
             env: env.clone(),
+            logs,
         };
         self.backend
-            .put(Tree::Events, &seq.to_be_bytes(), &serde_json::to_vec(&ev)?)?;
+            .put(Tree::Events, &seq.to_be_bytes(), &enc(&ev)?)?;
         self.next_seq += 1;
         Ok(seq)
     }
@@ -304,7 +363,7 @@ impl Store {
         let mut v = Vec::new();
         self.backend.scan(Tree::Events, &mut |k, val| {
             let seq = u64::from_be_bytes(k.try_into()?);
-            v.push((seq, serde_json::from_slice(val)?));
+            v.push((seq, dec(val)?));
             Ok(())
         })?;
         Ok(v)
@@ -315,11 +374,11 @@ impl Store {
     }
 }
 
-/// Upgrade a store written with an older schema, in place. v1 is the first schema, so there
-/// is nothing to do yet; each later version adds one step here and then records itself.
+/// Upgrade a store written with an older schema, in place; each version adds one step here
+/// and then records itself.
 pub fn migrate(backend: &dyn Backend, from: u32) -> anyhow::Result<()> {
     // MIGRATIONS[i] upgrades schema version i + 1 to i + 2.
-    const MIGRATIONS: &[fn(&dyn Backend) -> anyhow::Result<()>] = &[];
+    const MIGRATIONS: &[fn(&dyn Backend) -> anyhow::Result<()>] = &[v1_to_v2];
     for v in from.max(1)..SCHEMA_VERSION {
         let step = MIGRATIONS
             .get(v as usize - 1)
@@ -330,6 +389,39 @@ pub fn migrate(backend: &dyn Backend, from: u32) -> anyhow::Result<()> {
     backend.flush()
 }
 
+/// v1 kept a whole [`RunDoc`] per run; v2 keeps its summary (the history is in the log).
+fn v1_to_v2(backend: &dyn Backend) -> anyhow::Result<()> {
+    let next = next_seq_of(backend)?;
+    let order: BTreeMap<String, u32> = match backend.get(Tree::Meta, K_PLAN)? {
+        Some(b) => dec::<PlanSnapshot>(&b)?
+            .runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.key.clone(), i as u32))
+            .collect(),
+        None => BTreeMap::new(),
+    };
+    let mut runs = Vec::new();
+    backend.scan(Tree::Runs, &mut |_, v| {
+        let d: RunDoc = serde_json::from_slice(v)?;
+        let ran_as = d.attempts.iter().rev().find_map(|a| a.info.clone());
+        let mut s = RunSummary::new(d.info.clone());
+        s.record = d.record;
+        s.predicted = d.predicted;
+        s.removed = d.removed;
+        s.order = order.get(&s.key).copied().unwrap_or(u32::MAX);
+        if let Some(old) = ran_as.filter(|i| *i != d.info) {
+            s.earlier.push((next, old));
+            s.last_start = Some(0);
+        }
+        runs.push(s);
+        Ok(())
+    })?;
+    for s in runs {
+        backend.put(Tree::Runs, s.key.as_bytes(), &enc(&s)?)?;
+    }
+    Ok(())
+}
 /// `$XDG_DATA_HOME/nightshift` (or `~/.local/share/nightshift`).
 pub fn data_root() -> Option<PathBuf> {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
@@ -365,8 +457,8 @@ pub enum Durability {
 }
 
 /// Persists a running sweep. Folds the same events as the engine (so its picture of each
-/// run is the engine's) and writes run docs and the event log; a state transition is
-/// flushed before `on_event` returns.
+/// run is the engine's), appends each event once to the log and keeps each run's summary;
+/// a state transition (with the events before it) is flushed before `on_event` returns.
 pub struct StoreObserver {
     store: Store,
     keys: Vec<String>,
@@ -408,7 +500,7 @@ impl StoreObserver {
 
     fn write_dirty(&mut self) -> anyhow::Result<()> {
         for i in std::mem::take(&mut self.dirty) {
-            self.store.write_doc(&self.keys[i])?;
+            self.store.write_run(&self.keys[i])?;
         }
         Ok(())
     }
@@ -458,138 +550,50 @@ impl Observer for StoreObserver {
             anyhow::anyhow!("store: the stored state disagrees with the engine: {e}")
         })?;
         let key = run.map(|i| self.keys[i].clone());
-        let doc = match &key {
-            Some(k) => {
-                if !self.store.docs.contains_key(k) {
-                    anyhow::bail!("store: no record for run {k}");
-                }
-                self.store.docs.get_mut(k)
+        if let Some(k) = &key {
+            if !self.store.runs.contains_key(k) {
+                anyhow::bail!("store: no record for run {k}");
             }
-            None => None,
-        };
-        let at = env.at_ms;
-        let mut transition = false;
-        match (&env.event, doc) {
-            (
-                Event::Metric {
-                    attempt,
-                    key: m,
-                    value,
-                    ..
-                },
-                Some(d),
-            ) => {
-                d.attempt_mut(*attempt).metrics.insert(m.clone(), *value);
-                self.dirty.insert(run.unwrap_or_default());
-                return Ok(());
-            }
-            (
-                Event::State {
-                    attempt,
-                    from,
-                    to,
-                    detail,
-                    gpus,
-                    ..
-                },
-                Some(d),
-            ) => {
-                transition = true;
-                d.history.push(StateChange {
-                    at_ms: at,
-                    attempt: *attempt,
-                    from: from.clone(),
-                    to: to.clone(),
-                    detail: detail.clone(),
-                });
-                let ending = if from.is_active() && *to == RunState::Queued {
-                    attempt.saturating_sub(1)
-                } else {
-                    *attempt
-                };
-                let info = d.info.clone();
-                match to {
-                    RunState::Active {
-                        stage: Stage::PreparingImage,
-                    } => {
-                        let a = d.attempt_mut(*attempt);
-                        a.started_ms = Some(at);
-                        a.stages = vec![(Stage::PreparingImage, at)];
-                        a.gpus = gpus.clone();
-                        a.info = Some(info);
-                    }
-                    RunState::Active { stage } => d.attempt_mut(*attempt).stages.push((*stage, at)),
-                    RunState::Queued if !from.is_active() => {}
-                    _ => {
-                        let k = d.key.clone();
-                        let logs = if from.is_active() {
-                            Some(self.logs_of(&k, ending))
-                        } else {
-                            None
-                        };
-                        let d = self.store.docs.get_mut(&k).expect("present");
-                        let a = d.attempt_mut(ending);
-                        a.end = Some(to.clone());
-                        a.interrupted = *to == RunState::Queued;
-                        a.detail = detail.clone();
-                        a.finished_ms = Some(at);
-                        if let Some(l) = logs {
-                            a.logs = l;
-                        }
-                    }
-                }
-                let i = run.unwrap_or_default();
-                let d = self.store.docs.get_mut(&self.keys[i]).expect("present");
-                d.record = self.state.runs[i].clone();
-                self.dirty.insert(i);
-            }
-            (
-                Event::Diagnosed {
-                    attempt, finding, ..
-                },
-                Some(d),
-            ) => {
-                if finding.predicted {
-                    d.predicted = Some(finding.clone());
-                } else {
-                    d.attempt_mut(*attempt).findings.push(finding.clone());
-                }
-                self.dirty.insert(run.unwrap_or_default());
-            }
-            (
-                Event::FixApplied {
-                    attempt, recipe, ..
-                },
-                Some(d),
-            ) => {
-                let a = d.attempt_mut(*attempt);
-                if !a.fixes.contains(recipe) {
-                    a.fixes.push(recipe.clone());
-                }
-                self.dirty.insert(run.unwrap_or_default());
-            }
-            (
-                Event::Provenance {
-                    attempt,
-                    key: k,
-                    value,
-                    ..
-                },
-                Some(d),
-            ) => {
-                d.attempt_mut(*attempt)
-                    .provenance
-                    .insert(k.clone(), value.clone());
-                self.dirty.insert(run.unwrap_or_default());
-            }
-            (Event::VllmVersion { version, .. }, Some(d)) => {
-                let n = d.record.attempt.max(1);
-                d.attempt_mut(n).vllm_version = Some(version.clone());
-                self.dirty.insert(run.unwrap_or_default());
-            }
-            _ => {}
         }
-        self.store.append_event(key, env)?;
+        let mut logs = Vec::new();
+        let mut transition = false;
+        if let (Some(i), Some(k)) = (run, &key) {
+            if let Event::State {
+                attempt, from, to, ..
+            } = &env.event
+            {
+                transition = true;
+                // An attempt ends when it leaves the active states; its log files are closed
+                // by then (the log writer observes first), so their sizes are final.
+                if from.is_active() && !to.is_active() {
+                    let ending = if *to == RunState::Queued {
+                        attempt.saturating_sub(1)
+                    } else {
+                        *attempt
+                    };
+                    logs = self.logs_of(k, ending);
+                }
+            }
+            let seq = self.store.next_seq;
+            let s = self.store.runs.get_mut(k).expect("checked above");
+            match &env.event {
+                Event::State {
+                    to:
+                        RunState::Active {
+                            stage: Stage::PreparingImage,
+                        },
+                    ..
+                } => s.last_start = Some(seq),
+                Event::Diagnosed { finding, .. } if finding.predicted => {
+                    s.predicted = Some(finding.clone())
+                }
+                _ => {}
+            }
+            s.record = self.state.runs[i].clone();
+            // Written with the next flush: a summary is rewritten at most once per transition.
+            self.dirty.insert(i);
+        }
+        self.store.append_event(key, env, logs)?;
         let end = matches!(env.event, Event::SweepFinished { .. });
         if transition || end {
             self.write_dirty()?;

@@ -85,6 +85,7 @@ pub struct PlanSnapshot {
     pub name: String,
     pub hash: String,
     pub path: String,
+    /// The plan's runs; empty as stored (each run's summary keeps its own, with its order).
     pub runs: Vec<RunInfo>,
     pub saved_ms: u64,
 }
@@ -162,7 +163,68 @@ impl AttemptDoc {
     }
 }
 
-/// Everything the store knows about one run, keyed by [`RunSpec::key`].
+/// What the store keeps per run, keyed by [`RunSpec::key`]: small and bounded (the run as
+/// planned, its folded current state), rewritten only on a state transition. Histories
+/// (attempts, state changes) are not kept here: they are derived from the event log when
+/// read (see [`RunDoc`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub key: String,
+    pub info: RunInfo,
+    /// The engine's folded state: current state, attempt, the current attempt's metrics.
+    pub record: RunRecord,
+    /// A finding made from the plan before any attempt ran.
+    pub predicted: Option<Finding>,
+    /// Not in the plan any more (kept: a night's results are never thrown away).
+    pub removed: bool,
+    /// Event seq of the last attempt's start, to tell which plan it ran as.
+    pub last_start: Option<u64>,
+    /// Earlier versions of `info`: `(until, info)` holds for attempts started before event
+    /// seq `until`. Grows only when the plan changes the run.
+    pub earlier: Vec<(u64, RunInfo)>,
+    /// Position in the plan last run (the stored plan snapshot keeps no run list).
+    #[serde(default)]
+    pub order: u32,
+}
+
+impl RunSummary {
+    pub fn new(info: RunInfo) -> RunSummary {
+        RunSummary {
+            key: info.key.clone(),
+            info,
+            record: RunRecord::default(),
+            predicted: None,
+            removed: false,
+            last_start: None,
+            earlier: Vec::new(),
+            order: 0,
+        }
+    }
+
+    /// The run as planned when event `seq` happened.
+    pub fn info_at(&self, seq: u64) -> &RunInfo {
+        self.earlier
+            .iter()
+            .find(|(until, _)| seq < *until)
+            .map_or(&self.info, |(_, i)| i)
+    }
+
+    /// What the run last ran as: the plan of its last started attempt, else the current one.
+    pub fn ran_as(&self) -> &RunInfo {
+        self.last_start.map_or(&self.info, |s| self.info_at(s))
+    }
+
+    /// Replace the planned run from event seq `from` on, keeping the old one for history.
+    pub fn replan(&mut self, info: RunInfo, from: u64) {
+        if info != self.info {
+            let old = std::mem::replace(&mut self.info, info);
+            self.earlier.push((from, old));
+        }
+    }
+}
+
+/// Everything the store knows about one run, as read: the summary plus every attempt and
+/// state change, derived from the event log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunDoc {
     pub key: String,

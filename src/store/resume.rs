@@ -2,7 +2,7 @@
 //! from the stored runs. The diff and the reconstruction are pure; [`prepare`] applies them
 //! to a store.
 
-use super::record::{PlanSnapshot, RunDoc, RunInfo};
+use super::record::{PlanSnapshot, RunInfo, RunSummary};
 use super::{Store, StoreObserver};
 use crate::category::Category;
 use crate::engine::observer::Observer;
@@ -30,23 +30,14 @@ impl PlanDiff {
     }
 }
 
-/// What a stored run last ran as: the plan of its last attempt that started, else the doc's.
-fn ran_as(doc: &RunDoc) -> &RunInfo {
-    doc.attempts
-        .iter()
-        .rev()
-        .find_map(|a| a.info.as_ref())
-        .unwrap_or(&doc.info)
-}
-
-pub fn diff(docs: &BTreeMap<String, RunDoc>, new: &[RunInfo]) -> PlanDiff {
+pub fn diff(docs: &BTreeMap<String, RunSummary>, new: &[RunInfo]) -> PlanDiff {
     let mut d = PlanDiff::default();
     let new_keys: BTreeSet<&str> = new.iter().map(|r| r.key.as_str()).collect();
     for r in new {
         match docs.get(&r.key) {
             None => d.added.push(r.key.clone()),
             Some(doc) => {
-                let c = r.changes_from(ran_as(doc));
+                let c = r.changes_from(doc.ran_as());
                 if !c.is_empty() {
                     d.changed.push((r.key.clone(), c));
                 }
@@ -74,7 +65,7 @@ pub struct ResumeOptions {
 /// re-queue with the reason.
 pub fn reconstruct(
     new: &[RunInfo],
-    docs: &BTreeMap<String, RunDoc>,
+    docs: &BTreeMap<String, RunSummary>,
     diff: &PlanDiff,
     opts: &ResumeOptions,
 ) -> (Vec<RunRecord>, Vec<(usize, String)>) {
@@ -168,25 +159,33 @@ pub fn prepare(
     let snap = PlanSnapshot::of(plan);
     let resumed = store.plan().is_some();
     let old_hash = store.plan().map(|p| p.hash.clone());
-    let mut d = diff(store.docs(), &snap.runs);
+    let mut d = diff(store.runs(), &snap.runs);
     d.hash_changed = old_hash.is_some_and(|h| h != plan.hash);
-    let (records, requeue) = reconstruct(&snap.runs, store.docs(), &d, opts);
+    let (records, requeue) = reconstruct(&snap.runs, store.runs(), &d, opts);
     store.begin_life()?;
     for k in &d.removed {
-        if let Some(mut doc) = store.doc(k).cloned() {
-            doc.removed = true;
-            store.put_doc(doc)?;
+        if let Some(mut run) = store.run(k).cloned() {
+            run.removed = true;
+            store.put_run(run)?;
         }
     }
-    for info in &snap.runs {
-        let mut doc = store
-            .doc(&info.key)
-            .cloned()
-            .unwrap_or_else(|| RunDoc::new(info.clone()));
-        if doc.info != *info || doc.removed || store.doc(&info.key).is_none() {
-            doc.info = info.clone();
-            doc.removed = false;
-            store.put_doc(doc)?;
+    let from = store.next_seq();
+    for (i, info) in snap.runs.iter().enumerate() {
+        let order = i as u32;
+        match store.run(&info.key) {
+            Some(run) if run.info == *info && !run.removed && run.order == order => {}
+            Some(run) => {
+                let mut run = run.clone();
+                run.replan(info.clone(), from);
+                run.removed = false;
+                run.order = order;
+                store.put_run(run)?;
+            }
+            None => {
+                let mut run = RunSummary::new(info.clone());
+                run.order = order;
+                store.put_run(run)?;
+            }
         }
     }
     store.put_plan(snap.clone())?;
@@ -271,8 +270,8 @@ mod tests {
         }
     }
 
-    fn doc(i: RunInfo, state: RunState, attempt: u32) -> RunDoc {
-        let mut d = RunDoc::new(i);
+    fn doc(i: RunInfo, state: RunState, attempt: u32) -> RunSummary {
+        let mut d = RunSummary::new(i);
         d.record.state = state;
         d.record.attempt = attempt;
         d

@@ -32,6 +32,29 @@ fn map_err(dir: &Path, e: sled::Error) -> StoreError {
     }
 }
 
+/// sled fixes the segment size when a store is made (it is kept in `conf` and a different
+/// one is refused): reuse the store's own.
+fn stored_segment_size(dir: &Path) -> Option<usize> {
+    let conf = std::fs::read_to_string(dir.join("conf")).ok()?;
+    conf.lines()
+        .find_map(|l| l.strip_prefix("segment_size: "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// sled's default 512 KiB segments cost ~145 KB per run on disk in `bench store` (whole
+/// segments stay allocated as pages are rewritten); 16 KiB segments ~10 KB. Bigger writes
+/// (the plan snapshot, large node rewrites) go to blob files above segment/4.
+const SEGMENT_SIZE: usize = 16 * 1024;
+/// The page cache: a night's store fits; sled's default is 1 GiB.
+const CACHE_BYTES: u64 = 64 << 20;
+
+fn config(dir: &Path) -> sled::Config {
+    sled::Config::new()
+        .path(dir)
+        .segment_size(stored_segment_size(dir).unwrap_or(SEGMENT_SIZE))
+        .cache_capacity(CACHE_BYTES)
+}
+
 impl SledBackend {
     pub fn open(dir: &Path) -> Result<SledBackend, StoreError> {
         // sled may panic on some damaged files: catch it quietly and call it damaged.
@@ -39,7 +62,7 @@ impl SledBackend {
         let prev = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
         let opened = std::panic::catch_unwind(move || {
-            let db = sled::Config::new().path(&path).open()?;
+            let db = config(&path).open()?;
             let meta = db.open_tree("meta")?;
             let events = db.open_tree("events")?;
             let runs = db.open_tree("runs")?;
