@@ -99,7 +99,11 @@ pub enum Cmd {
         store: Option<PathBuf>,
     },
     /// Check this machine can run a sweep.
-    Doctor,
+    Doctor {
+        /// Take the vLLM clone (`vllm_src`) from this plan.
+        #[arg(long)]
+        plan: Option<PathBuf>,
+    },
     /// Benchmarks: `engine` (sim at max speed), `store`, `parse`, or `tui` (frame times; try --runs 1000).
     Bench {
         /// engine | store | parse | tui
@@ -242,7 +246,19 @@ pub fn run(cli: Cli) -> i32 {
             threshold,
         } => crate::store::cli::results(store, &format, filter.as_deref(), threshold),
         Cmd::Show { what, store } => crate::store::cli::show_cmd(store, &what),
-        Cmd::Doctor => crate::runtime::docker::doctor::main(None),
+        Cmd::Doctor { plan } => {
+            let src = match plan {
+                Some(p) => match load_plan(&p) {
+                    Ok(plan) => plan.defaults.vllm_src.as_deref().map(|s| {
+                        let base = p.parent().unwrap_or(std::path::Path::new("."));
+                        crate::runtime::docker::expand_path(s, base)
+                    }),
+                    Err(code) => return code,
+                },
+                None => None,
+            };
+            crate::runtime::docker::doctor::main(src.as_deref())
+        }
         Cmd::Bench {
             what,
             runs,
