@@ -11,8 +11,10 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need[@]}"
 fi
 
-if [ -x scripts/build-standin.sh ]; then
+if docker info >/dev/null 2>&1; then
   scripts/build-standin.sh
+else
+  echo "Docker unreachable: the Docker tests will print SKIP"
 fi
 
 cargo test --all-targets -- --test-threads 2

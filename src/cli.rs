@@ -298,13 +298,25 @@ pub fn spawn_signal_handler(shutdown: CancellationToken) {
                 _ = tokio::signal::ctrl_c() => {},
                 _ = term.recv() => {},
             }
+            eprintln!(
+                "nightshift: stopping: cancelling runs in flight (run the same command to resume; a second signal exits at once)"
+            );
+            shutdown.cancel();
+            // Teardown can hang on a stuck Docker daemon: a second signal must still work.
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {},
+                _ = term.recv() => {},
+            }
+            eprintln!(
+                "nightshift: second signal: exiting now; leftovers are removed on the next run"
+            );
+            std::process::exit(130);
         }
         #[cfg(not(unix))]
-        let _ = tokio::signal::ctrl_c().await;
-        eprintln!(
-            "nightshift: stopping: cancelling runs in flight (run the same command to resume)"
-        );
-        shutdown.cancel();
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            shutdown.cancel();
+        }
     });
 }
 

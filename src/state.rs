@@ -211,8 +211,8 @@ impl SweepState {
         let (sum, n) = self
             .runs
             .iter()
-            .filter_map(|r| Some(r.finished_ms? - r.started_ms?))
-            .fold((0u64, 0u64), |(s, n), d| (s + d, n + 1));
+            .filter_map(|r| Some(r.finished_ms?.saturating_sub(r.started_ms?)))
+            .fold((0u64, 0u64), |(s, n), d| (s.saturating_add(d), n + 1));
         (n > 0).then(|| sum / n)
     }
 }

@@ -278,3 +278,79 @@ async fn port_bug_is_predicted_from_the_version_and_skipped_with_one_command() {
         }
     ));
 }
+
+struct PanickingRuntime;
+
+#[async_trait::async_trait]
+impl nightshift::runtime::Runtime for PanickingRuntime {
+    fn name(&self) -> &'static str {
+        "panics"
+    }
+    async fn cleanup_leftovers(&self, _sweep: &str) -> anyhow::Result<Vec<String>> {
+        Ok(vec![])
+    }
+    async fn execute(
+        &self,
+        _job: nightshift::runtime::RunJob,
+        _sink: nightshift::runtime::RunSink,
+        _cancel: CancellationToken,
+    ) -> nightshift::runtime::RunReport {
+        panic!("runtime bug");
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_runtime_ends_the_attempt_and_frees_its_gpu() {
+    let p = plan(&[(SERVE, "")]);
+    let (engine, _cmds) = Engine::new(
+        p,
+        Arc::new(PanickingRuntime),
+        EngineOptions {
+            gpus: 1,
+            seed: 1,
+            wait_for_operator: false,
+        },
+    );
+    let (s, st) = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        engine.with_time_scale(0.0).run(CancellationToken::new()),
+    )
+    .await
+    .expect("no hang")
+    .unwrap();
+    assert!(finished(&st));
+    assert_eq!(s.counts.failed, 2, "{s:?}");
+    let f = st.run(RunId(0)).finding.clone().unwrap();
+    assert!(f.evidence.contains("runtime task failed"), "{f:?}");
+}
+
+#[tokio::test]
+async fn a_failing_observer_stops_the_sweep_and_tears_runs_down() {
+    let p = plan(&[(SERVE, ""), (SERVE, "")]);
+    let (mut engine, _cmds) = Engine::new(
+        p,
+        Arc::new(SimRuntime::new(Speed::Factor(50.0))),
+        EngineOptions {
+            gpus: 2,
+            seed: 1,
+            wait_for_operator: false,
+        },
+    );
+    engine.observe(Box::new(|env: &Envelope| match &env.event {
+        Event::State {
+            to:
+                RunState::Active {
+                    stage: nightshift::model::Stage::StartingContainer,
+                },
+            ..
+        } => Err(anyhow::anyhow!("disk full")),
+        _ => Ok(()),
+    }));
+    let r = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        engine.run(CancellationToken::new()),
+    )
+    .await
+    .expect("returns promptly");
+    assert!(r.unwrap_err().to_string().contains("disk full"));
+}

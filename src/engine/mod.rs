@@ -275,57 +275,67 @@ impl Engine {
         self.rebuild_queue();
         self.prepare_runs()?;
 
-        loop {
-            if !shutdown.is_cancelled() {
-                self.start_runs()?;
-            }
-            if self.active.is_empty() {
-                if shutdown.is_cancelled() {
-                    summary.interrupted = true;
-                    break;
+        // An observer that fails (store, log disk full) ends the sweep; runs in flight are
+        // then torn down, not abandoned holding GPUs.
+        let outcome: anyhow::Result<()> = async {
+            loop {
+                if !shutdown.is_cancelled() {
+                    self.start_runs()?;
                 }
-                let queued_waiting = self.state.runs.iter().enumerate().any(|(i, r)| {
-                    r.state == RunState::Queued && self.plan.runs[i].gpus <= self.opts.gpus
-                });
-                let held = self.state.counts().held > 0;
-                let paused = self.state.paused.is_some();
-                if !self.opts.wait_for_operator {
-                    if paused || (!queued_waiting && !held) {
+                if self.active.is_empty() {
+                    if shutdown.is_cancelled() {
+                        summary.interrupted = true;
                         break;
                     }
-                    if !queued_waiting && held {
-                        self.finalize_held()?;
+                    let queued_waiting = self.state.runs.iter().enumerate().any(|(i, r)| {
+                        r.state == RunState::Queued && self.plan.runs[i].gpus <= self.opts.gpus
+                    });
+                    let held = self.state.counts().held > 0;
+                    let paused = self.state.paused.is_some();
+                    if !self.opts.wait_for_operator {
+                        if paused || (!queued_waiting && !held) {
+                            break;
+                        }
+                        if !queued_waiting && held {
+                            self.finalize_held()?;
+                            break;
+                        }
+                    } else if !queued_waiting && !held && !paused {
                         break;
                     }
-                } else if !queued_waiting && !held && !paused {
-                    break;
                 }
-            }
-            let wake = self
-                .not_before
-                .values()
-                .min()
-                .copied()
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-            tokio::select! {
-                Some((run, attempt, msg)) = self.msg_rx.recv() => self.on_runtime(run, attempt, msg)?,
-                Some(cmd) = self.cmd_rx.recv() => {
-                    if cmd == Command::Shutdown {
-                        shutdown.cancel();
+                let wake = self
+                    .not_before
+                    .values()
+                    .min()
+                    .copied()
+                    .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+                tokio::select! {
+                    Some((run, attempt, msg)) = self.msg_rx.recv() => self.on_runtime(run, attempt, msg)?,
+                    Some(cmd) = self.cmd_rx.recv() => {
+                        if cmd == Command::Shutdown {
+                            shutdown.cancel();
+                        }
+                        self.on_command(cmd)?;
                     }
-                    self.on_command(cmd)?;
-                }
-                _ = tokio::time::sleep_until(wake) => {
-                    let now = Instant::now();
-                    self.not_before.retain(|_, t| *t > now);
-                    self.schedule_dirty = true;
-                }
-                _ = shutdown.cancelled(), if !self.active.is_empty() && !self.active.values().all(|a| a.cancel.is_cancelled()) => {
-                    for a in self.active.values() {
-                        a.cancel.cancel();
+                    _ = tokio::time::sleep_until(wake) => {
+                        let now = Instant::now();
+                        self.not_before.retain(|_, t| *t > now);
+                        self.schedule_dirty = true;
+                    }
+                    _ = shutdown.cancelled(), if !self.active.is_empty() && !self.active.values().all(|a| a.cancel.is_cancelled()) => {
+                        for a in self.active.values() {
+                            a.cancel.cancel();
+                        }
                     }
                 }
             }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = outcome {
+            self.abort_in_flight().await;
+            return Err(e);
         }
         summary.counts = self.state.counts();
         summary.failures = self.state.failures_by_category();
@@ -338,9 +348,41 @@ impl Engine {
         Ok((summary, self.state))
     }
 
+    /// Cancel every run in flight and wait (bounded) for the runtimes to tear down.
+    async fn abort_in_flight(&mut self) {
+        for a in self.active.values() {
+            a.cancel.cancel();
+        }
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !self.active.is_empty() {
+            match tokio::time::timeout_at(deadline, self.msg_rx.recv()).await {
+                Ok(Some((run, _, RuntimeMsg::Done(_)))) => {
+                    if let Some(a) = self.active.remove(&run) {
+                        self.pool.release(&a.gpus);
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+    }
+
     /// Skip what cannot run, re-queue what a crash interrupted, predict known bugs.
     fn prepare_runs(&mut self) -> anyhow::Result<()> {
         let plan = self.plan.clone();
+        // Commit-wide workarounds recorded before a restart still apply to the commit.
+        for spec in &plan.runs {
+            for f in self.state.run(spec.id).fixes.clone() {
+                if let Some(r) = self.recipes.get(&f) {
+                    if r.scope == RecipeScope::Commit {
+                        self.commit_env
+                            .entry(spec.commit)
+                            .or_default()
+                            .extend(r.env.clone());
+                    }
+                }
+            }
+        }
         for spec in &plan.runs {
             let id = spec.id;
             let st = self.state.run(id).state.clone();
@@ -504,7 +546,14 @@ impl Engine {
             .get(&spec.commit)
             .cloned()
             .unwrap_or_default();
-        let fixes = self.pending_fixes.remove(&id).unwrap_or_default();
+        // Fixes stick to a run: a retry after a fixed attempt must not run on the unfixed
+        // image again (the runtime reuses the committed fixed image).
+        let mut fixes = self.state.run(id).fixes.clone();
+        for f in self.pending_fixes.remove(&id).unwrap_or_default() {
+            if !fixes.contains(&f) {
+                fixes.push(f);
+            }
+        }
         for f in &fixes {
             if let Some(r) = self.recipes.get(f) {
                 env.extend(r.env.clone());
@@ -544,7 +593,15 @@ impl Engine {
         let sink = RunSink::new(id, attempt, self.msg_tx.clone());
         tokio::spawn(async move {
             let done = sink.clone();
-            let report = runtime.execute(job, sink, cancel).await;
+            // A runtime that panics must still hand its GPUs back and end the attempt.
+            let report =
+                match tokio::spawn(async move { runtime.execute(job, sink, cancel).await }).await {
+                    Ok(r) => r,
+                    Err(e) => RunReport::new(RunEnd::Error {
+                        stage: Stage::PreparingImage,
+                        message: format!("runtime task failed: {e}"),
+                    }),
+                };
             done.send(RuntimeMsg::Done(report)).await;
         });
         Ok(())
@@ -760,11 +817,14 @@ impl Engine {
         match decision.action {
             Action::Retry => {
                 self.set_state(run, failed, Some(decision.reason.clone()))?;
-                let delay = decision
-                    .retry_after
-                    .unwrap_or_default()
-                    .mul_f64(self.time_scale);
-                self.not_before.insert(run, Instant::now() + delay);
+                let delay = Duration::try_from_secs_f64(
+                    decision.retry_after.unwrap_or_default().as_secs_f64() * self.time_scale,
+                )
+                .unwrap_or(Duration::from_secs(86_400));
+                let at = Instant::now()
+                    .checked_add(delay)
+                    .unwrap_or_else(Instant::now);
+                self.not_before.insert(run, at);
                 self.set_state(
                     run,
                     RunState::Queued,
@@ -842,6 +902,12 @@ impl Engine {
                         outcome: Outcome::Success | Outcome::Failed { .. }
                     }
             );
+            if self.state.run(id).state == RunState::Queued {
+                self.pending_fixes
+                    .entry(id)
+                    .or_default()
+                    .push(recipe.to_string());
+            }
             if ended {
                 self.pending_fixes
                     .entry(id)

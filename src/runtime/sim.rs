@@ -34,7 +34,8 @@ impl std::str::FromStr for Speed {
             return Ok(Speed::Max);
         }
         match s.trim_end_matches('x').parse::<f64>() {
-            Ok(f) if f > 0.0 && f.is_finite() => Ok(Speed::Factor(f)),
+            // Slower than 1000× real time is never useful and overflows timers.
+            Ok(f) if f.is_finite() && f >= 0.001 => Ok(Speed::Factor(f)),
             _ => Err(format!("speed `{s}` is not a positive number or `max`")),
         }
     }
@@ -72,7 +73,8 @@ impl SimRuntime {
                 !cancel.is_cancelled()
             }
             Speed::Factor(f) => {
-                let d = Duration::from_secs_f64((secs / f).max(0.0));
+                let d = Duration::try_from_secs_f64((secs / f).max(0.0))
+                    .unwrap_or(Duration::from_secs(86_400));
                 tokio::select! {
                     _ = tokio::time::sleep(d) => true,
                     _ = cancel.cancelled() => false,

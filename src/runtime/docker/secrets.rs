@@ -26,14 +26,22 @@ impl Secrets {
     pub fn from_env() -> Self {
         let token = TOKEN_VARS
             .iter()
-            .find_map(|v| std::env::var(v).ok())
-            .filter(|t| !t.trim().is_empty());
+            // Trimmed: a token read from an env file with a trailing newline would
+            // otherwise be split across lines and escape redaction.
+            .find_map(|v| {
+                std::env::var(v)
+                    .ok()
+                    .map(|t| t.trim().to_string())
+                    .filter(|t| !t.is_empty())
+            });
         Secrets { token }
     }
 
     pub fn with_token(token: Option<String>) -> Self {
         Secrets {
-            token: token.filter(|t| !t.trim().is_empty()),
+            token: token
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty()),
         }
     }
 
