@@ -250,6 +250,11 @@ impl Clock {
     }
 }
 
+/// Longest an image pull may take (22 GB on a slow link is well under this).
+const PULL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3 * 3600);
+/// Longest one fix-recipe step may take.
+const FIX_STEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
 fn err(stage: Stage, message: impl std::fmt::Display) -> RunEnd {
     RunEnd::Error {
         stage,
@@ -360,7 +365,17 @@ impl DockerRuntime {
                 }
             }
         }
-        match clock.wait(image::pull(&self.docker, image, sink)).await {
+        // A stalled registry must not hold a run (and its GPUs) forever.
+        let pulled = tokio::time::timeout(
+            PULL_TIMEOUT,
+            clock.wait(image::pull(&self.docker, image, sink)),
+        );
+        let Ok(pulled) = pulled.await else {
+            return Err(RunEnd::Timeout {
+                stage: Stage::PreparingImage,
+            });
+        };
+        match pulled {
             Ok(()) => {}
             Err(image::ImageError::Missing(m)) => return Err(RunEnd::ImageMissing { message: m }),
             Err(image::ImageError::DiskFull(m)) => return Err(RunEnd::DiskFull { message: m }),
@@ -550,15 +565,17 @@ impl DockerRuntime {
                 )
                 .await;
                 let mut out = self.out(sink, Stream::Docker);
-                let code = clock
-                    .wait(exec::run(
-                        &self.docker,
-                        name,
-                        vec!["sh".into(), "-c".into(), run.clone()],
-                        None,
-                        &mut out,
-                    ))
+                let step = clock.wait(exec::run(
+                    &self.docker,
+                    name,
+                    vec!["sh".into(), "-c".into(), run.clone()],
+                    None,
+                    &mut out,
+                ));
+                // A `pip install` that hangs must not hold the run forever.
+                let code = tokio::time::timeout(FIX_STEP_TIMEOUT, step)
                     .await
+                    .map_err(|_| fail(format!("step ran past {} s", FIX_STEP_TIMEOUT.as_secs())))?
                     .map_err(|e| fail(e.to_string()))?;
                 if code != 0 {
                     return Err(fail(format!("step exited with status {code}")));
@@ -1127,10 +1144,18 @@ impl Runtime for DockerRuntime {
         if let Err(e) = self.init().await {
             return RunReport::new(err(Stage::PreparingImage, e));
         }
-        let report = tokio::select! {
+        let mut report = tokio::select! {
             r = self.attempt(&job, &sink, &lo, &clock) => r,
             _ = cancel.cancelled() => RunReport::new(RunEnd::Cancelled),
         };
+        // Messages carry Docker's and the container's words into evidence and the store.
+        match &mut report.end {
+            RunEnd::ImageMissing { message }
+            | RunEnd::DiskFull { message }
+            | RunEnd::PatchFailed { message }
+            | RunEnd::Error { message, .. } => *message = self.cfg.secrets.redact(message),
+            _ => {}
+        }
         let grace = if report.end == RunEnd::Cancelled {
             2
         } else {
