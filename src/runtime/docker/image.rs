@@ -67,13 +67,20 @@ pub fn classify_pull_error(msg: &str) -> ImageError {
 
 /// Pull `image`, reporting per-layer progress; the disk check is the caller's.
 pub async fn pull(docker: &Docker, image: &str, sink: &RunSink) -> Result<(), ImageError> {
-    let (repo, tag) = split_ref(image);
+    // A digest-pinned reference is pulled by digest, never as `:latest`.
+    let (from, tag) = match image.split_once('@') {
+        Some(_) => (image.to_string(), None),
+        None => {
+            let (repo, tag) = split_ref(image);
+            (repo.to_string(), Some(tag.to_string()))
+        }
+    };
     sink.log(Stream::Pull, Pipe::Stdout, format!("Pulling {image}"))
         .await;
     let mut s = docker.create_image(
         Some(CreateImageOptions {
-            from_image: Some(repo.to_string()),
-            tag: Some(tag.to_string()),
+            from_image: Some(from),
+            tag,
             ..Default::default()
         }),
         None,
@@ -155,7 +162,17 @@ fn short_hash(s: &str) -> String {
 /// `Recipe::fixed_image` names it: `org/vllm:abc` → `org/vllm:abc-nsfix-aimv2-exist-ok`),
 /// so an operator sees what it came from; reused by every later run of that image.
 pub fn fixed_ref(image: &str, recipes: &[String]) -> (String, String) {
-    let (repo, tag) = split_ref(image);
+    let (repo, tag) = match image.split_once('@') {
+        // `repo@sha256:…` has no tag to extend: name the fix after the digest.
+        Some((repo, digest)) => (
+            split_ref(repo).0,
+            tag_safe(&digest.chars().take(19).collect::<String>()),
+        ),
+        None => {
+            let (r, t) = split_ref(image);
+            (r, t.to_string())
+        }
+    };
     let suffix: Vec<String> = recipes
         .iter()
         .map(|r| format!("-nsfix-{}", tag_safe(r)))
@@ -186,6 +203,12 @@ mod tests {
     fn refs() {
         assert_eq!(split_ref("org/vllm:abc"), ("org/vllm", "abc"));
         assert_eq!(split_ref("reg:5000/vllm"), ("reg:5000/vllm", "latest"));
+        let (repo, tag) = fixed_ref(
+            "org/vllm@sha256:0123456789abcdef",
+            &["aimv2-exist-ok".into()],
+        );
+        assert_eq!(repo, "org/vllm");
+        assert_eq!(tag, "sha256-0123456789ab-nsfix-aimv2-exist-ok");
         let (r, t) = fixed_ref("org/vllm-bench:abc", &["aimv2-exist-ok".into()]);
         assert_eq!(
             (r.as_str(), t.as_str()),
