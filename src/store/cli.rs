@@ -56,8 +56,17 @@ pub fn resolve_dir(store: Option<PathBuf>, sweep: &str) -> Result<PathBuf, i32> 
     }
 }
 
-/// `nightshift run PLAN --headless` with a store: start or resume the sweep.
-pub fn run_headless(a: RunArgs) -> i32 {
+/// What a run (headless or TUI) starts from: the store's observer, the resumed state and
+/// where the full logs go.
+pub struct Prepared {
+    pub obs: crate::store::StoreObserver,
+    pub state: crate::state::SweepState,
+    pub log_dir: PathBuf,
+}
+
+/// Open (or create) the sweep's store, apply `--retry-failed` / `--rerun-changed`, and say
+/// what resuming found. Errors are printed; the `Err` is the exit status.
+pub fn prepare_run(a: &RunArgs) -> Result<Prepared, i32> {
     let retry_failed = match &a.retry_failed {
         None => None,
         Some(None) => Some(None),
@@ -66,28 +75,21 @@ pub fn run_headless(a: RunArgs) -> i32 {
             Ok(c) => Some(Some(c)),
             Err(e) => {
                 eprintln!("error: --retry-failed: {e}");
-                return 2;
+                return Err(2);
             }
         },
     };
-    let dir = match resolve_dir(a.store.clone(), &a.plan.name) {
-        Ok(d) => d,
-        Err(c) => return c,
-    };
-    let store = match open_for_run(&dir, &a.plan) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
+    let dir = resolve_dir(a.store.clone(), &a.plan.name)?;
+    let store = open_for_run(&dir, &a.plan)?;
     let opts = ResumeOptions {
         retry_failed,
         rerun_changed: a.rerun_changed,
     };
-    let plan = a.plan.clone();
-    let (obs, state, rep) = match resume::prepare(store, &plan, &opts) {
+    let (obs, state, rep) = match resume::prepare(store, &a.plan, &opts) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("error: store {}: {e:#}", dir.display());
-            return 2;
+            return Err(2);
         }
     };
     println!("store {}", dir.display());
@@ -96,6 +98,24 @@ pub fn run_headless(a: RunArgs) -> i32 {
     }
     let log_dir = a.log_dir.clone().unwrap_or_else(|| obs.store().logs_dir());
     let obs = obs.log_dir(Some(log_dir.clone()));
+    Ok(Prepared {
+        obs,
+        state,
+        log_dir,
+    })
+}
+
+/// `nightshift run PLAN --headless` with a store: start or resume the sweep.
+pub fn run_headless(a: RunArgs) -> i32 {
+    let Prepared {
+        obs,
+        state,
+        log_dir,
+    } = match prepare_run(&a) {
+        Ok(p) => p,
+        Err(c) => return c,
+    };
+    let plan = a.plan.clone();
     let tokio_rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -164,48 +164,18 @@ pub fn demo(args: DemoArgs) -> i32 {
 /// `nightshift run PLAN` without `--headless`: the same store and resume as headless
 /// (`crate::store::cli::run_headless`), with the TUI as the view.
 pub fn run_plan(a: crate::store::cli::RunArgs) -> i32 {
-    use crate::store::resume::{self, ResumeOptions};
     if !std::io::stdout().is_terminal() {
         eprintln!("error: the TUI needs a terminal (use `nightshift run --headless` for logs)");
         return 2;
     }
-    let retry_failed = match &a.retry_failed {
-        None => None,
-        Some(None) => Some(None),
-        Some(Some(c)) if c == "all" || c.is_empty() => Some(None),
-        Some(Some(c)) => match c.parse::<crate::category::Category>() {
-            Ok(c) => Some(Some(c)),
-            Err(e) => {
-                eprintln!("error: --retry-failed: {e}");
-                return 2;
-            }
-        },
-    };
-    let dir = match crate::store::cli::resolve_dir(a.store.clone(), &a.plan.name) {
-        Ok(d) => d,
+    let crate::store::cli::Prepared {
+        obs,
+        state,
+        log_dir,
+    } = match crate::store::cli::prepare_run(&a) {
+        Ok(p) => p,
         Err(c) => return c,
     };
-    let store = match crate::store::cli::open_for_run(&dir, &a.plan) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
-    let ropts = ResumeOptions {
-        retry_failed,
-        rerun_changed: a.rerun_changed,
-    };
-    let (obs, state, rep) = match resume::prepare(store, &a.plan, &ropts) {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("error: store {}: {e:#}", dir.display());
-            return 2;
-        }
-    };
-    println!("store {}", dir.display());
-    for l in rep.lines() {
-        println!("{l}");
-    }
-    let log_dir = a.log_dir.clone().unwrap_or_else(|| obs.store().logs_dir());
-    let obs = obs.log_dir(Some(log_dir.clone()));
     let simulate = a.runtime.name() == "sim";
     let mut opts = match TuiOptions::load(None, None, simulate, Some(log_dir.clone())) {
         Ok(o) => o,
