@@ -165,6 +165,12 @@ pub fn load_plan(path: &std::path::Path) -> Result<Plan, i32> {
 }
 
 pub fn run(cli: Cli) -> i32 {
+    if !matches!(
+        cli.command,
+        Cmd::Run { .. } | Cmd::Demo { .. } | Cmd::Doctor { .. }
+    ) {
+        die_quietly_on_closed_pipe();
+    }
     match cli.command {
         Cmd::Plan { cmd } => plan_cmd(cmd),
         Cmd::Run {
@@ -281,6 +287,19 @@ pub fn run(cli: Cli) -> i32 {
                 2
             }
         },
+    }
+}
+
+/// Report commands are piped into `head` and `less`: a reader that goes away should end
+/// them quietly, as with any Unix tool, not with a "failed printing to stdout" panic. Only
+/// for commands that talk to no socket — a sweep keeps Rust's default (SIGPIPE ignored) so
+/// a Docker connection dropping is an error, not a silent death.
+fn die_quietly_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of one signal at start-up, before any
+    // thread is spawned.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

@@ -727,7 +727,13 @@ impl Engine {
             && result.has_result()
             && result.successful_requests().is_none_or(|n| n > 0.0);
         if ok {
+            // The streamed values usually are the result already; only what differs (an
+            // earlier block's value, a result file's number) is sent again.
+            let streamed = self.state.run(run).metrics.clone();
             for (k, v) in result.metrics.clone() {
+                if streamed.get(&k) == Some(&v) {
+                    continue;
+                }
                 self.emit(Event::Metric {
                     run,
                     attempt,
