@@ -325,3 +325,27 @@ fn every_seed_command_shape_gets_a_view() {
         .unwrap();
     assert_eq!((c.view.as_ref().unwrap().tp, c.gpu.count), (8, 8));
 }
+
+#[test]
+fn a_closed_pipe_ends_a_report_quietly() {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nightshift"))
+        .args(["plan", "show", "--json", "examples/iso-vllm.toml"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(out.status.code(), Some(101), "{err}");
+}
