@@ -490,6 +490,29 @@ async fn throughput_runs_without_server() {
     assert_eq!(sweep_containers(&sweep), Vec::<String>::new());
 }
 
+/// `--output-json`: the file the benchmark writes is copied out of the container for the
+/// parser, and its exact numbers win over the printed, rounded ones.
+#[tokio::test(flavor = "multi_thread")]
+async fn result_files_are_copied_out() {
+    require_docker!();
+    let tmp = tempfile::tempdir().unwrap();
+    let (parent, _) = vllm_clone(&tmp.path().join("vllm"));
+    let rt = runtime(&tmp.path().join("vllm"));
+    let sweep = format!("ns-json-{}", std::process::id());
+    let cmd = "python3 benchmarks/benchmark_throughput.py --model standin/tiny --output-json /tmp/tput.json";
+    let j = job("nightshift-standin:latest", cmd, &sweep, &parent, 1);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1 << 16);
+    let sink = RunSink::new(j.run, j.attempt, tx);
+    let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+    let report = rt.execute(j, sink, CancellationToken::new()).await;
+    drain.await.unwrap();
+    assert_eq!(report.end, RunEnd::BenchExited { exit_code: 0 });
+    assert_eq!(report.result_files.len(), 1, "{:?}", report.result_files);
+    let parsed = nightshift::parse::parse_bytes(&std::fs::read(&report.result_files[0]).unwrap());
+    assert_eq!(parsed.metrics.get("throughput_req_s"), Some(&24.6123456789));
+    assert_eq!(sweep_containers(&sweep), Vec::<String>::new());
+}
+
 /// CUDA-graph capture hang → server-start timeout, container removed.
 #[tokio::test(flavor = "multi_thread")]
 async fn hang_times_out_and_tears_down() {

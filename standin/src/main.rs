@@ -629,7 +629,16 @@ fn offline(kind: &str, args: &[String]) -> i32 {
         "throughput" => {
             println!(
                 "Throughput: 24.61 requests/s, 10759.51 total tokens/s, 5272.16 output tokens/s"
-            )
+            );
+            // As vLLM's --output-json (4-space indent, total tokens/s), with more digits
+            // than the printed line so a test can tell which one was read.
+            if let Some(path) = flag(args, "--output-json") {
+                let json = "{\n    \"elapsed_time\": 8.126,\n    \"num_requests\": 200,\n    \"total_num_tokens\": 87433,\n    \"requests_per_second\": 24.6123456789,\n    \"tokens_per_second\": 10759.5123456\n}\n";
+                if let Err(e) = std::fs::write(&path, json) {
+                    eprintln!("cannot write {path}: {e}");
+                    return 1;
+                }
+            }
         }
         "latency" => {
             println!("Warming up...");

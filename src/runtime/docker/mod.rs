@@ -10,6 +10,7 @@ pub mod exec;
 pub mod health;
 pub mod image;
 pub mod recipes;
+pub mod results;
 pub mod secrets;
 pub mod upload;
 
@@ -248,6 +249,32 @@ impl Clock {
     fn waited(&self) -> Duration {
         self.0.lock().map(|w| *w).unwrap_or_default()
     }
+}
+
+/// Touched just before the benchmark starts (see `copy_results`).
+const RESULT_MARKER: &str = "/tmp/.nightshift-bench-start";
+
+/// The first regular file of a tar archive (what `GET /archive` returns for one file).
+fn save_first_file(tarball: &[u8], dest: &Path) -> Result<PathBuf, String> {
+    let mut archive = tar::Archive::new(tarball);
+    let entries = archive.entries().map_err(|e| e.to_string())?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| e.to_string())?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let name = entry
+            .path()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_os_string()))
+            .ok_or("a result file without a name")?;
+        std::fs::create_dir_all(dest).map_err(|e| e.to_string())?;
+        let out = dest.join(name);
+        let mut f = std::fs::File::create(&out).map_err(|e| e.to_string())?;
+        std::io::copy(&mut entry, &mut f).map_err(|e| e.to_string())?;
+        return Ok(out);
+    }
+    Err("the archive holds no file".into())
 }
 
 /// Longest an image pull may take (22 GB on a slow link is well under this).
@@ -1007,6 +1034,13 @@ impl DockerRuntime {
         }
 
         sink.stage(Stage::Benchmarking).await;
+        let wanted = results::wanted(&job.view, &workdir);
+        if !wanted.is_empty() {
+            // Marks the start so "the JSON this run wrote" can be told from older ones.
+            let _ = self
+                .exec_stdout(&name, &format!("touch {RESULT_MARKER}"), sink, clock)
+                .await;
+        }
         let t_bench = Instant::now();
         let mut out = self.out(sink, Stream::Bench);
         let bench = exec::run(
@@ -1034,7 +1068,78 @@ impl DockerRuntime {
         if let Ok(mut w) = clock.0.lock() {
             *w += t_bench.elapsed();
         }
-        RunReport::new(end)
+        let mut report = RunReport::new(end);
+        if matches!(report.end, RunEnd::BenchExited { .. }) {
+            report.result_files = self.copy_results(job, &name, &wanted, sink, clock).await;
+        }
+        report
+    }
+
+    /// Copy the benchmark's result files out (tar over the API) for the parser. A file
+    /// that cannot be fetched is reported and skipped: stdout is still parsed.
+    async fn copy_results(
+        &self,
+        job: &RunJob,
+        container: &str,
+        wanted: &[results::Wanted],
+        sink: &RunSink,
+        clock: &Clock,
+    ) -> Vec<PathBuf> {
+        let dest = std::env::temp_dir()
+            .join("nightshift-results")
+            .join(job.key.replace('/', "_"))
+            .join(format!("attempt-{}", job.attempt));
+        let mut files = Vec::new();
+        for w in wanted {
+            let path = match w {
+                results::Wanted::File(p) => Some(p.clone()),
+                results::Wanted::NewestJsonIn(dir) => {
+                    let cmd = format!(
+                        "ls -1t $(find '{dir}' -maxdepth 1 -name '*.json' -newer {RESULT_MARKER}) 2>/dev/null | head -n 1"
+                    );
+                    self.exec_stdout(container, &cmd, sink, clock).await
+                }
+            };
+            let Some(path) = path else { continue };
+            let opts =
+                bollard::query_parameters::DownloadFromContainerOptions { path: path.clone() };
+            let mut stream = self.docker.download_from_container(container, Some(opts));
+            let mut tarball = Vec::new();
+            let mut failed = None;
+            while let Some(chunk) = clock.wait(stream.next()).await {
+                match chunk {
+                    Ok(b) => tarball.extend_from_slice(&b),
+                    Err(e) => {
+                        failed = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+            let saved = match failed {
+                Some(e) => Err(e),
+                None => save_first_file(&tarball, &dest),
+            };
+            match saved {
+                Ok(p) => {
+                    self.dlog(
+                        sink,
+                        Pipe::Stdout,
+                        format!("copied result file {path} to {}", p.display()),
+                    )
+                    .await;
+                    files.push(p);
+                }
+                Err(e) => {
+                    self.dlog(
+                        sink,
+                        Pipe::Stderr,
+                        format!("result file {path} not copied: {e}"),
+                    )
+                    .await
+                }
+            }
+        }
+        files
     }
 
     /// Let the log followers deliver what the container printed last.
