@@ -202,6 +202,14 @@ impl Policy {
             )
         };
 
+        // A fix that was applied and did not help is the operator's call, whatever the
+        // category's default.
+        let again = |r: &crate::diagnose::Recipe| {
+            format!(
+                "{what} again after fix {} — waiting for operator (r to retry, s to skip)",
+                r.name
+            )
+        };
         let mut dec = match self.default_action(cat) {
             Action::AutoFix => match recipe {
                 Some(r) if !applied => Decision {
@@ -211,13 +219,7 @@ impl Policy {
                     pause_sweep: None,
                     reason: format!("{what} — applying fix {}, then retry", r.name),
                 },
-                Some(r) => operator(
-                    None,
-                    format!(
-                        "{what} again after fix {} — waiting for operator (r to retry, s to skip)",
-                        r.name
-                    ),
-                ),
+                Some(r) => operator(None, again(r)),
                 None => operator(
                     None,
                     format!("{what} — no fix recipe; waiting for operator (r to retry, s to skip)"),
@@ -248,13 +250,7 @@ impl Policy {
                 Some(r) if !applied => {
                     operator(Some(r.name.clone()), format!("{what} — {}", offer(r)))
                 }
-                Some(r) => operator(
-                    None,
-                    format!(
-                        "{what} again after fix {} — waiting for operator (r to retry, s to skip)",
-                        r.name
-                    ),
-                ),
+                Some(r) => operator(None, again(r)),
                 None => operator(
                     None,
                     format!("{what} — waiting for operator (r to retry, s to skip)"),

@@ -650,6 +650,35 @@ impl DockerRuntime {
         Ok(())
     }
 
+    /// Run a shell snippet in the container; its lines go to the docker log (redacted)
+    /// and are also returned, for commands whose output decides something.
+    async fn exec_captured(
+        &self,
+        container: &str,
+        script: String,
+        sink: &RunSink,
+        clock: &Clock,
+    ) -> (Result<i64, String>, Vec<(Pipe, String)>) {
+        let mut captured = Vec::new();
+        let mut out = LineOut {
+            sink,
+            stream: Stream::Docker,
+            secrets: &self.cfg.secrets,
+            capture: Some(&mut captured),
+        };
+        let code = clock
+            .wait(exec::run(
+                &self.docker,
+                container,
+                vec!["sh".into(), "-c".into(), script],
+                None,
+                &mut out,
+            ))
+            .await
+            .map_err(|e| e.to_string());
+        (code, captured)
+    }
+
     /// The last absolute path a helper command prints on stdout.
     async fn exec_stdout(
         &self,
@@ -658,22 +687,7 @@ impl DockerRuntime {
         sink: &RunSink,
         clock: &Clock,
     ) -> Option<String> {
-        let mut captured = Vec::new();
-        let mut out = LineOut {
-            sink,
-            stream: Stream::Docker,
-            secrets: &self.cfg.secrets,
-            capture: Some(&mut captured),
-        };
-        let _ = clock
-            .wait(exec::run(
-                &self.docker,
-                container,
-                vec!["sh".into(), "-c".into(), cmd.into()],
-                None,
-                &mut out,
-            ))
-            .await;
+        let (_, captured) = self.exec_captured(container, cmd.into(), sink, clock).await;
         captured
             .into_iter()
             .rev()
@@ -747,23 +761,9 @@ impl DockerRuntime {
             format!("applying the patch of agent {} in {dir}", job.variant),
         )
         .await;
-        let mut captured = Vec::new();
-        let mut out = LineOut {
-            sink,
-            stream: Stream::Docker,
-            secrets: &self.cfg.secrets,
-            capture: Some(&mut captured),
-        };
-        let code = clock
-            .wait(exec::run(
-                &self.docker,
-                &name,
-                vec!["sh".into(), "-c".into(), script],
-                None,
-                &mut out,
-            ))
-            .await
-            .map_err(|e| err(Stage::StartingContainer, format!("applying the patch: {e}")))?;
+        let (code, captured) = self.exec_captured(&name, script, sink, clock).await;
+        let code =
+            code.map_err(|e| err(Stage::StartingContainer, format!("applying the patch: {e}")))?;
         if code != 0 {
             let evidence = captured
                 .iter()
