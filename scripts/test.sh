@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 
 need=()
 command -v tmux >/dev/null || need+=(tmux)
+# The registry tests (tests/registry.rs): a real registry with htpasswd auth, nginx for 429s.
+command -v docker-registry >/dev/null || need+=(docker-registry)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
+command -v htpasswd >/dev/null || need+=(apache2-utils)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need[@]}"
@@ -13,8 +17,19 @@ fi
 
 if docker info >/dev/null 2>&1; then
   scripts/build-standin.sh
+elif [ "${CI:-}" = true ]; then
+  echo "error: CI=true but Docker is unreachable: the Docker tests and the rehearsal need it" >&2
+  exit 1
 else
   echo "Docker unreachable: the Docker tests will print SKIP"
 fi
 
 cargo test --all-targets -- --test-threads 2
+
+# A short cut of the rehearsal (README "The rehearsal"): the seeds' real commands on
+# stand-in images, through the Docker runtime; fails unless every runnable commit of the
+# cut gets its 3-way result.
+if docker info >/dev/null 2>&1; then
+  REHEARSAL_DIR=$(mktemp -d "${TMPDIR:-/tmp}/nightshift-rehearsal.XXXXXX")
+  scripts/rehearsal.sh "$REHEARSAL_DIR" --limit 24 --check
+fi

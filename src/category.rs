@@ -65,6 +65,10 @@ named_enum!(
         AgentPatchFailed => "agent_patch_failed",
         NoMetrics => "no_metrics",
         BenchTimeout => "bench_timeout",
+        BenchCommandInvalid => "bench_command_invalid",
+        RegistryAuth => "registry_auth",
+        RegistryRateLimited => "registry_rate_limited",
+        NeedsBuild => "needs_build",
         Other => "other",
     }
 );
@@ -91,7 +95,7 @@ mod tests {
             let json = serde_json::to_string(c).unwrap();
             assert_eq!(json, format!("\"{}\"", c.as_str()));
         }
-        assert_eq!(Category::ALL.len(), 23);
+        assert_eq!(Category::ALL.len(), 27);
         assert!("nope"
             .parse::<Category>()
             .unwrap_err()

@@ -27,6 +27,62 @@ pub enum RuntimeKind {
     Sim,
 }
 
+/// `run`'s image options: disk budget and eviction, and builds from source.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ImageArgs {
+    /// Keep at least this much free on Docker's disk: images are prefetched only into
+    /// room above it, and images no remaining run needs are evicted to keep it.
+    #[arg(long, value_name = "GB", default_value_t = 25)]
+    pub disk_min_free_gb: u64,
+    /// Cap the disk the sweep's own images take (pulled, derived, built, fixed).
+    #[arg(long, value_name = "GB")]
+    pub image_budget_gb: Option<u64>,
+    /// Never evict this image (repeatable; exact references).
+    #[arg(long, value_name = "IMAGE")]
+    pub keep_image: Vec<String>,
+    /// Do not build images from source: runs that need one end as `needs_build`.
+    #[arg(long)]
+    pub no_build: bool,
+    /// The Dockerfile template for builds from source ({base}, {commit}, {version}).
+    #[arg(long, value_name = "FILE")]
+    pub build_dockerfile: Option<PathBuf>,
+    /// Stop a build from source that runs longer.
+    #[arg(long, value_name = "MIN", default_value_t = 90)]
+    pub build_timeout_min: u64,
+}
+
+/// What the Docker runtime takes from [`ImageArgs`].
+#[derive(Debug, Clone)]
+pub struct DockerOptions {
+    pub min_free_bytes: u64,
+    pub build: crate::runtime::docker::build::BuildConfig,
+    pub build_dockerfile: Option<PathBuf>,
+}
+
+const GB: u64 = 1_000_000_000;
+
+impl ImageArgs {
+    pub fn docker(&self) -> DockerOptions {
+        DockerOptions {
+            min_free_bytes: self.disk_min_free_gb.saturating_mul(GB),
+            build: crate::runtime::docker::build::BuildConfig {
+                enabled: !self.no_build,
+                timeout: std::time::Duration::from_secs(self.build_timeout_min.saturating_mul(60)),
+                ..Default::default()
+            },
+            build_dockerfile: self.build_dockerfile.clone(),
+        }
+    }
+    pub fn budget(&self) -> crate::images::Budget {
+        crate::images::Budget {
+            min_free: self.disk_min_free_gb.saturating_mul(GB),
+            max_bytes: self.image_budget_gb.map(|g| g.saturating_mul(GB)),
+            keep: self.keep_image.iter().cloned().collect(),
+            ..Default::default()
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
     /// Run (or resume) a sweep.
@@ -58,6 +114,8 @@ pub enum Cmd {
         /// Re-run finished runs whose command, model or GPU changed in the plan.
         #[arg(long)]
         rerun_changed: bool,
+        #[command(flatten)]
+        images: ImageArgs,
     },
     /// The TUI on a simulated sweep of the example plan (no Docker or GPU needed).
     Demo(crate::tui::DemoArgs),
@@ -97,6 +155,23 @@ pub enum Cmd {
         what: String,
         #[arg(long)]
         store: Option<PathBuf>,
+        /// One JSON object per run: its facts and every attempt as a results record
+        /// (argv as executed, interpreter, rewrites, dataset mounts).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fetch the plan's model weights (into the HF cache) and datasets ahead of the night.
+    Prefetch {
+        plan: PathBuf,
+        /// Only the models of runnable commits.
+        #[arg(long, conflicts_with = "datasets_only")]
+        models_only: bool,
+        /// Only the datasets of the plan's [datasets] table.
+        #[arg(long)]
+        datasets_only: bool,
+        /// Say what would be fetched (sizes, what is cached); fetch nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Check this machine can run a sweep.
     Doctor {
@@ -106,7 +181,7 @@ pub enum Cmd {
     },
     /// Benchmarks: `engine` (sim at max speed), `store`, `parse`, or `tui` (frame times; try --runs 1000).
     Bench {
-        /// engine | store | parse | tui
+        /// engine | store | parse | tui | night (images, link and disk over the seed mix)
         what: String,
         /// Runs for the engine, store and tui benchmarks.
         #[arg(long, default_value_t = 10_000)]
@@ -151,7 +226,12 @@ pub fn main() -> i32 {
 }
 
 pub fn load_plan(path: &std::path::Path) -> Result<Plan, i32> {
-    Plan::load(path).map_err(|e| {
+    // The box's datasets and clone from the config file; a broken config is the TUI's to
+    // report.
+    let box_defaults = crate::tui::config::Config::load(None)
+        .map(|c| c.box_defaults())
+        .unwrap_or_default();
+    Plan::load_with(path, &box_defaults).map_err(|e| {
         match &e {
             LoadError::Io { .. } => eprintln!("error: {e}"),
             LoadError::Invalid(diags) => {
@@ -167,7 +247,7 @@ pub fn load_plan(path: &std::path::Path) -> Result<Plan, i32> {
 pub fn run(cli: Cli) -> i32 {
     if !matches!(
         cli.command,
-        Cmd::Run { .. } | Cmd::Demo { .. } | Cmd::Doctor { .. }
+        Cmd::Run { .. } | Cmd::Demo { .. } | Cmd::Doctor { .. } | Cmd::Prefetch { .. }
     ) {
         die_quietly_on_closed_pipe();
     }
@@ -184,6 +264,7 @@ pub fn run(cli: Cli) -> i32 {
             log_dir,
             retry_failed,
             rerun_changed,
+            images,
         } => {
             let speed: Speed = match speed.parse() {
                 Ok(s) => s,
@@ -199,7 +280,7 @@ pub fn run(cli: Cli) -> i32 {
             // Docker runs in real time (policy backoffs unscaled); the sim scales them.
             let (rt, gpus, time_scale): (Arc<dyn Runtime>, u32, f64) =
                 if runtime == RuntimeKind::Docker {
-                    match crate::runtime::docker::for_cli(&plan) {
+                    match crate::runtime::docker::for_cli(&plan, &images.docker()) {
                         Ok(rt) => (
                             rt,
                             gpus.unwrap_or_else(crate::runtime::docker::visible_gpus),
@@ -224,6 +305,7 @@ pub fn run(cli: Cli) -> i32 {
                 retry_failed: retry_failed.map(|c| Some(c).filter(|c| c != "all")),
                 rerun_changed,
                 time_scale,
+                budget: images.budget(),
             };
             if !headless {
                 return crate::tui::run_plan(args);
@@ -251,19 +333,35 @@ pub fn run(cli: Cli) -> i32 {
             filter,
             threshold,
         } => crate::store::cli::results(store, &format, filter.as_deref(), threshold),
-        Cmd::Show { what, store } => crate::store::cli::show_cmd(store, &what),
-        Cmd::Doctor { plan } => {
-            let src = match plan {
-                Some(p) => match load_plan(&p) {
-                    Ok(plan) => plan.defaults.vllm_src.as_deref().map(|s| {
-                        let base = p.parent().unwrap_or(std::path::Path::new("."));
-                        crate::runtime::docker::expand_path(s, base)
-                    }),
-                    Err(code) => return code,
+        Cmd::Show { what, store, json } => crate::store::cli::show_cmd(store, &what, json),
+        Cmd::Prefetch {
+            plan,
+            models_only,
+            datasets_only,
+            dry_run,
+        } => match load_plan(&plan) {
+            Ok(plan) => crate::prefetch::cli::main(
+                &plan,
+                crate::prefetch::cli::Options {
+                    models: !datasets_only,
+                    datasets: !models_only,
+                    dry_run,
                 },
-                None => None,
+            ),
+            Err(code) => code,
+        },
+        Cmd::Doctor { plan } => {
+            let loaded = match plan.as_deref().map(load_plan).transpose() {
+                Ok(p) => p,
+                Err(code) => return code,
             };
-            crate::runtime::docker::doctor::main(src.as_deref())
+            let src = loaded.as_ref().and_then(|plan| {
+                plan.defaults.vllm_src.as_deref().map(|s| {
+                    let base = plan.path.parent().unwrap_or(std::path::Path::new("."));
+                    crate::runtime::docker::expand_path(s, base)
+                })
+            });
+            crate::runtime::docker::doctor::main(src.as_deref(), loaded.as_ref())
         }
         Cmd::Bench {
             what,
@@ -273,6 +371,16 @@ pub fn run(cli: Cli) -> i32 {
             "engine" => crate::bench::engine(runs),
             "store" => crate::store::cli::bench(runs),
             "tui" => crate::tui::bench::run(runs.min(100_000)),
+            "night" => {
+                let plan = crate::tui::example_plan();
+                match crate::night::bench(&plan, &mut std::io::stdout()) {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        1
+                    }
+                }
+            }
             "parse" => match crate::parse::bench::run(size_mb, &mut std::io::stdout()) {
                 Ok(()) => 0,
                 Err(e) => {
@@ -282,7 +390,7 @@ pub fn run(cli: Cli) -> i32 {
             },
             other => {
                 eprintln!(
-                    "error: unknown benchmark `{other}` (expected engine, store, parse or tui)"
+                    "error: unknown benchmark `{other}` (expected engine, store, parse, tui or night)"
                 );
                 2
             }

@@ -104,6 +104,42 @@ pub enum Event {
     SweepFinished {
         interrupted: bool,
     },
+    /// An image brought onto the box ahead of its runs, made ready, or removed for room.
+    Image {
+        image: String,
+        status: ImageStatus,
+        detail: String,
+    },
+}
+
+/// Where an image stands in prefetch and eviction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageStatus {
+    Fetching,
+    /// A line of the fetch's log (pull status, derivation).
+    Log,
+    Ready,
+    Failed,
+    Evicted,
+    /// The next image does not fit yet; runs in flight will make room.
+    Waiting,
+    /// Nothing can make room: the sweep pauses for the operator.
+    Full,
+}
+
+impl ImageStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImageStatus::Fetching => "fetching",
+            ImageStatus::Log => "log",
+            ImageStatus::Ready => "ready",
+            ImageStatus::Failed => "failed",
+            ImageStatus::Evicted => "evicted",
+            ImageStatus::Waiting => "waiting",
+            ImageStatus::Full => "full",
+        }
+    }
 }
 
 /// An event with its sequence number and wall-clock time (ms since the epoch).

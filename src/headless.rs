@@ -97,6 +97,16 @@ impl<W: Write + Send> Observer for Printer<W> {
             }
             Event::Paused { reason } => writeln!(self.out, "{t} sweep paused: {reason}")?,
             Event::Resumed => writeln!(self.out, "{t} sweep resumed")?,
+            Event::Image {
+                image,
+                status,
+                detail,
+            } if *status != crate::event::ImageStatus::Log => writeln!(
+                self.out,
+                "{t} image  {image} {}: {}",
+                status.as_str(),
+                one_line(detail, 160)
+            )?,
             Event::Operator { command } => {
                 writeln!(self.out, "{t} operator: {}", command.describe())?
             }

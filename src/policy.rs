@@ -23,6 +23,10 @@ pub struct PolicyConfig {
     /// First retry delay; doubles per attempt up to the cap.
     pub backoff_base_s: u64,
     pub backoff_cap_s: u64,
+    /// `registry_rate_limited`: first wait before pulling again, doubling up to the cap,
+    /// unless the registry said when its limit resets.
+    pub rate_limit_backoff_base_s: u64,
+    pub rate_limit_backoff_cap_s: u64,
     /// Pause the sweep after this many runs in a row failed with one category (0 = off).
     pub breaker_threshold: u32,
     /// Categories that say nothing about the host (a missing image, a bad patch, an
@@ -40,6 +44,9 @@ impl Default for PolicyConfig {
             retry_limits: BTreeMap::new(),
             backoff_base_s: 30,
             backoff_cap_s: 600,
+            // Docker Hub's anonymous limit is counted over hours; hammering it helps no one.
+            rate_limit_backoff_base_s: 600,
+            rate_limit_backoff_cap_s: 3600,
             // Five distinct commits in a row: with several GPUs in flight, three alike
             // happen by chance in a sweep of broken commits; five rarely do.
             breaker_threshold: 5,
@@ -49,6 +56,11 @@ impl Default for PolicyConfig {
                 Category::ModelArchUnsupported,
                 Category::RopeScalingIncompatible,
                 Category::VersionPortBug,
+                // The command, not the box: every attempt would fail the same way.
+                Category::BenchCommandInvalid,
+                Category::NeedsBuild,
+                // The registry's quota, not the box: it waits and pulls again.
+                Category::RegistryRateLimited,
             ],
             allow_measurement_changing_fixes: false,
         }
@@ -121,12 +133,20 @@ impl Policy {
             | BenchTimeout
             | NoMetrics
             | NcclError
-            | BrokenPipe => Action::Retry,
+            | BrokenPipe
+            | RegistryRateLimited => Action::Retry,
             DiskFull | NvidiaRuntimeMissing | GatedModelAuth => Action::PauseSweep,
-            ModelArchUnsupported | RopeScalingIncompatible | AgentPatchFailed => Action::Skip,
-            VersionPortBug | KvCacheTooSmall | EngineCoreInitFailed | ImageNotFound | Other => {
-                Action::Operator
-            }
+            // A client that refuses its arguments refuses them again: no retry, no server
+            // restart. The reason is on the run; a fixed plan and `r` run it again.
+            ModelArchUnsupported
+            | RopeScalingIncompatible
+            | AgentPatchFailed
+            | BenchCommandInvalid
+            // Compiled sources changed and building is off: benchmarking stale binaries
+            // would measure the wrong thing, and no retry changes that.
+            | NeedsBuild => Action::Skip,
+            VersionPortBug | KvCacheTooSmall | EngineCoreInitFailed | ImageNotFound
+            | RegistryAuth | Other => Action::Operator,
         }
     }
 
@@ -143,8 +163,32 @@ impl Policy {
             | Category::BenchTimeout
             | Category::NoMetrics
             | Category::NcclError => 1,
+            // Waiting out a registry's limit is not a retry: no budget, no end.
+            Category::RegistryRateLimited => u32::MAX,
             _ => self.cfg.max_retries,
         }
+    }
+
+    /// Whether a retry of this category spends the run's retry budget (a rate-limited
+    /// pull only waits its turn; an engine counting attempts against a limit leaves it out).
+    pub fn spends_retries(&self, c: Category) -> bool {
+        c != Category::RegistryRateLimited || self.cfg.retry_limits.contains_key(&c)
+    }
+
+    /// The wait before pulling again after a registry's rate limit, for retry number `n`:
+    /// the registry's reset hint in `evidence` when it gave one, else
+    /// `rate_limit_backoff_base_s` × 2^(n-1), capped.
+    pub fn rate_limit_wait(&self, n: u32, evidence: &str) -> Duration {
+        if let Some(hint) = reset_hint(evidence) {
+            return hint;
+        }
+        let factor = 1u64.checked_shl(n.saturating_sub(1)).unwrap_or(u64::MAX);
+        Duration::from_secs(
+            self.cfg
+                .rate_limit_backoff_base_s
+                .saturating_mul(factor)
+                .min(self.cfg.rate_limit_backoff_cap_s),
+        )
     }
 
     /// Backoff before retry number `n` (1-based): base × 2^(n-1), capped.
@@ -225,6 +269,24 @@ impl Policy {
                     format!("{what} — no fix recipe; waiting for operator (r to retry, s to skip)"),
                 ),
             },
+            Action::Retry if cat == Category::RegistryRateLimited && !self.spends_retries(cat) => {
+                let wait = self.rate_limit_wait(attempt, &d.evidence);
+                let why = if reset_hint(&d.evidence).is_some() {
+                    " (the registry's reset hint)"
+                } else {
+                    ""
+                };
+                Decision {
+                    action: Action::Retry,
+                    recipe: None,
+                    retry_after: Some(wait),
+                    pause_sweep: None,
+                    reason: format!(
+                        "{what} — the registry limits pulls: pulling again in {}{why}; spends no retry, other runs go on",
+                        fmt_secs(wait)
+                    ),
+                }
+            }
             Action::Retry => {
                 let limit = self.retry_limit(cat);
                 if attempt <= limit {
@@ -253,7 +315,12 @@ impl Policy {
                 Some(r) => operator(None, again(r)),
                 None => operator(
                     None,
-                    format!("{what} — waiting for operator (r to retry, s to skip)"),
+                    match hint(cat) {
+                        Some(h) => {
+                            format!("{what} — {h} — waiting for operator (r to retry, s to skip)")
+                        }
+                        None => format!("{what} — waiting for operator (r to retry, s to skip)"),
+                    },
                 ),
             },
             Action::Skip => Decision {
@@ -310,6 +377,43 @@ impl Policy {
     pub fn record_success(&mut self) {
         self.streak = None;
     }
+}
+
+/// What the operator can do about a category that has no fix recipe.
+fn hint(c: Category) -> Option<&'static str> {
+    match c {
+        Category::RegistryAuth => Some(
+            "the registry refused the pull's credentials: `docker login <registry>` as the user running nightshift (its Docker config, $DOCKER_CONFIG or ~/.docker/config.json, is read at each pull)",
+        ),
+        _ => None,
+    }
+}
+
+/// When a registry said its limit resets, if its words say so: `Retry-After: 120`,
+/// `ratelimit-reset: 3600`, `retry after 30s`, `try again in 5 minutes`. At most 6 hours
+/// (Docker Hub's window), at least a second.
+pub fn reset_hint(text: &str) -> Option<Duration> {
+    use std::sync::OnceLock;
+    static RE: OnceLock<regex::Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        regex::Regex::new(
+            r"(?i)(?:retry-after|ratelimit-reset|x-ratelimit-reset)\W{0,3}(\d{1,6})\b|(?:retry|try again) (?:after|in) (\d{1,6}) ?(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)\b",
+        )
+        .expect("reset hint regex")
+    });
+    let c = re.captures(text)?;
+    let (n, unit) = match (c.get(1), c.get(2)) {
+        (Some(n), _) => (n.as_str(), "s"),
+        (None, Some(n)) => (n.as_str(), c.get(3).map_or("s", |u| u.as_str())),
+        _ => return None,
+    };
+    let n: u64 = n.parse().ok()?;
+    let secs = match unit.to_ascii_lowercase().chars().next() {
+        Some('m') => n * 60,
+        Some('h') => n * 3600,
+        _ => n,
+    };
+    Some(Duration::from_secs(secs.clamp(1, 6 * 3600)))
 }
 
 fn operator(recipe: Option<String>, reason: String) -> Decision {
@@ -376,6 +480,10 @@ mod tests {
             (ModelArchUnsupported, Action::Skip),
             (RopeScalingIncompatible, Action::Skip),
             (AgentPatchFailed, Action::Skip),
+            (BenchCommandInvalid, Action::Skip),
+            (NeedsBuild, Action::Skip),
+            (RegistryAuth, Action::Operator),
+            (RegistryRateLimited, Action::Retry),
             (KvCacheTooSmall, Action::Operator),
             (EngineCoreInitFailed, Action::Operator),
             (ImageNotFound, Action::Operator),
@@ -566,6 +674,87 @@ mod tests {
             );
         }
         assert_eq!(p.decide(&oom, 1, &[]).action, Action::PauseSweep);
+    }
+
+    #[test]
+    fn rate_limits_wait_without_spending_retries_or_the_breaker() {
+        let mut p = policy(PolicyConfig {
+            breaker_threshold: 2,
+            ..Default::default()
+        });
+        let d = diag(Category::RegistryRateLimited);
+        assert!(!p.spends_retries(Category::RegistryRateLimited));
+        assert!(p.spends_retries(Category::BrokenPipe));
+        let waits: Vec<u64> = (1..=6)
+            .map(|a| {
+                let dec = p.decide_for(Some("c"), &d, a, &[]);
+                assert_eq!(dec.action, Action::Retry);
+                assert!(dec.pause_sweep.is_none());
+                dec.retry_after.unwrap().as_secs()
+            })
+            .collect();
+        assert_eq!(waits, [600, 1200, 2400, 3600, 3600, 3600]);
+        // Far past any retry limit it still waits, and the breaker never heard of it.
+        let late = p.decide_for(Some("c"), &d, 1000, &[]);
+        assert_eq!(late.action, Action::Retry);
+        assert!(
+            late.reason.contains("pulling again in 1h")
+                || late.reason.contains("pulling again in 60m"),
+            "{}",
+            late.reason
+        );
+        assert!(late.reason.contains("spends no retry"), "{}", late.reason);
+        // Between two failures of a breaking category, rate limits do not break the streak.
+        let oom = diag(Category::KvCacheTooSmall);
+        assert_eq!(
+            p.decide_for(Some("a"), &oom, 1, &[]).action,
+            Action::Operator
+        );
+        p.decide_for(Some("c"), &d, 1, &[]);
+        assert_eq!(
+            p.decide_for(Some("b"), &oom, 1, &[]).action,
+            Action::PauseSweep
+        );
+        // The registry's own hint wins over the backoff.
+        let hinted = Diagnosis {
+            evidence: "toomanyrequests: rate limit exceeded; Retry-After: 120".into(),
+            ..d.clone()
+        };
+        let dec = p.decide(&hinted, 3, &[]);
+        assert_eq!(dec.retry_after, Some(Duration::from_secs(120)));
+        assert!(dec.reason.contains("reset hint"), "{}", dec.reason);
+        // An operator's limit makes it an ordinary retry again.
+        let cfg =
+            PolicyConfig::from_toml("[retry_limits]\nregistry_rate_limited = 1\n", "p").unwrap();
+        let mut p = policy(cfg);
+        assert_eq!(p.decide(&d, 1, &[]).action, Action::Retry);
+        assert_eq!(p.decide(&d, 2, &[]).action, Action::Operator);
+    }
+
+    #[test]
+    fn reset_hints() {
+        for (text, secs) in [
+            ("toomanyrequests: slow down. Retry-After: 120", Some(120)),
+            ("429 Too Many Requests (ratelimit-reset: 3600)", Some(3600)),
+            ("toomanyrequests: retry after 30s", Some(30)),
+            ("too many requests, try again in 5 minutes", Some(300)),
+            ("toomanyrequests: try again in 2 hours", Some(7200)),
+            ("retry-after: 999999", Some(6 * 3600)),
+            (
+                "toomanyrequests: You have reached your pull rate limit. You may increase the limit by authenticating and upgrading: https://www.docker.com/increase-rate-limit",
+                None,
+            ),
+        ] {
+            assert_eq!(reset_hint(text).map(|d| d.as_secs()), secs, "{text}");
+        }
+    }
+
+    #[test]
+    fn registry_auth_waits_for_the_operator_with_a_hint() {
+        let mut p = policy(PolicyConfig::default());
+        let d = p.decide(&diag(Category::RegistryAuth), 1, &[]);
+        assert_eq!(d.action, Action::Operator);
+        assert!(d.reason.contains("docker login"), "{}", d.reason);
     }
 
     #[test]

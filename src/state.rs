@@ -162,7 +162,10 @@ impl SweepState {
             Event::Paused { reason } => self.paused = Some(reason.clone()),
             Event::Resumed => self.paused = None,
             Event::SweepFinished { .. } => self.finished = true,
-            Event::Log { .. } | Event::Operator { .. } | Event::Gpu { .. } => {}
+            Event::Log { .. }
+            | Event::Operator { .. }
+            | Event::Gpu { .. }
+            | Event::Image { .. } => {}
         }
         Ok(())
     }

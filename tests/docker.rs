@@ -1,81 +1,19 @@
 //! Integration tests of the Docker runtime against the machine's Docker engine and the
 //! stand-in vLLM images (scripts/build-standin.sh, built offline, reused when present).
-//! Every test prints "SKIP: ..." and returns when Docker is unreachable.
+//! Every test prints "SKIP: ..." and returns when Docker is unreachable, except in CI
+//! (`CI=true`), where a missing Docker engine fails the test instead.
 
-use nightshift::model::{RunId, Stage, Variant};
-use nightshift::plan::{BenchKind, CommandView};
+mod common;
+
+use common::{git, logs_text, run_one, sharegpt_file, TOKEN};
+use nightshift::model::Stage;
 use nightshift::runtime::docker::secrets::Secrets;
 use nightshift::runtime::docker::{DockerConfig, DockerRuntime};
 use nightshift::runtime::{RunEnd, RunJob, RunSink, Runtime, RuntimeMsg};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-
-const TOKEN: &str = "hf_MARKERtokenNEVERshowN0wh3re";
-
-/// Docker reachable and the stand-in images built; Err = why the test is skipped.
-fn standin() -> Result<(), String> {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    READY
-        .get_or_init(|| {
-            // Its own thread: callers may be inside a tokio runtime.
-            let ping = std::thread::spawn(|| {
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap()
-                    .block_on(nightshift::runtime::docker::connect())
-                    .map(|_| ())
-            })
-            .join()
-            .unwrap();
-            if let Err(e) = ping {
-                return Err(format!("Docker unreachable: {e}"));
-            }
-            let root = env!("CARGO_MANIFEST_DIR");
-            let out = Command::new(format!("{root}/scripts/build-standin.sh"))
-                .output()
-                .expect("run scripts/build-standin.sh");
-            assert!(
-                out.status.success(),
-                "building the stand-in images failed:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            Ok(())
-        })
-        .clone()
-}
-
-macro_rules! require_docker {
-    () => {
-        if let Err(why) = standin() {
-            eprintln!("SKIP: {why}");
-            return;
-        }
-    };
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// A vLLM-like clone with `benchmarks/` at a parent and three PR commits.
 fn vllm_clone(dir: &Path) -> (String, Vec<String>) {
@@ -128,6 +66,8 @@ server_start_timeout_s = 60
 run_timeout_s = 120
 variants = ["baseline", "human", "agent"]
 vllm_src = "{src}"
+[datasets]
+sharegpt = "{sharegpt}"
 [images]
 org = "nightshift-standin"
 human = "{{org}}:latest"
@@ -139,7 +79,8 @@ id = "a1"
 patch = "patches/{{commit8}}.diff"
 "#,
         hf = hf.display(),
-        src = src.display()
+        src = src.display(),
+        sharegpt = sharegpt_file(dir).display()
     );
     std::fs::create_dir_all(dir.join("patches")).unwrap();
     for (c, human, kind) in commits {
@@ -337,46 +278,13 @@ async fn headless_sweep_end_to_end() {
     );
 }
 
-/// Collects what a runtime reports for one attempt.
-async fn run_one(rt: &DockerRuntime, job: RunJob) -> (RunEnd, Vec<RuntimeMsg>) {
-    let (tx, mut rx) = tokio::sync::mpsc::channel(1 << 16);
-    let sink = RunSink::new(job.run, job.attempt, tx);
-    let collect = tokio::spawn(async move {
-        let mut v = Vec::new();
-        while let Some((_, _, m)) = rx.recv().await {
-            v.push(m);
-        }
-        v
-    });
-    let report = rt.execute(job, sink, CancellationToken::new()).await;
-    (report.end, collect.await.unwrap())
-}
-
 fn job(image: &str, command: &str, sweep: &str, parent: &str, attempt: u32) -> RunJob {
-    let view = CommandView::parse(command).unwrap();
     RunJob {
-        run: RunId(0),
         attempt,
-        key: "k/human".into(),
         sweep: sweep.into(),
         commit: parent.into(),
         parent: Some(parent.into()),
-        variant: Variant::Human,
-        image: image.into(),
-        model: Some("standin/tiny".into()),
-        command: command.into(),
-        kind: view.kind.unwrap_or(BenchKind::Serving),
-        view,
-        gpus: vec![0],
-        server_start_timeout: Duration::from_secs(30),
-        run_timeout: Duration::from_secs(60),
-        env: Default::default(),
-        fixes: vec![],
-        patch: None,
-        patch_dir: None,
-        vllm_version: Some("0.8.5".into()),
-        sim: None,
-        seed: 0,
+        ..common::job(image, command)
     }
 }
 
@@ -394,17 +302,15 @@ fn config(src: &Path) -> DockerConfig {
         stop_grace_s: 2,
         gpu_requests: false,
         secrets: Secrets::with_token(Some(TOKEN.into())),
+        weights: None,
+        gpu_mem_per_gpu: None,
+        prefetch: true,
+        build: Default::default(),
+        datasets: std::collections::BTreeMap::from([(
+            "sharegpt".to_string(),
+            sharegpt_file(src.parent().unwrap_or(src)),
+        )]),
     }
-}
-
-fn logs_text(msgs: &[RuntimeMsg]) -> String {
-    msgs.iter()
-        .filter_map(|m| match m {
-            RuntimeMsg::Log { line, .. } => Some(line.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// aimv2: fails at import; the recipe's `sed` runs in a prep container, which is committed
@@ -499,7 +405,7 @@ async fn result_files_are_copied_out() {
     let (parent, _) = vllm_clone(&tmp.path().join("vllm"));
     let rt = runtime(&tmp.path().join("vllm"));
     let sweep = format!("ns-json-{}", std::process::id());
-    let cmd = "python3 benchmarks/benchmark_throughput.py --model standin/tiny --output-json /tmp/tput.json";
+    let cmd = "python3 benchmarks/benchmark_throughput.py --model standin/tiny --input-len 8 --output-len 8 --output-json /tmp/tput.json";
     let j = job("nightshift-standin:latest", cmd, &sweep, &parent, 1);
     let (tx, mut rx) = tokio::sync::mpsc::channel(1 << 16);
     let sink = RunSink::new(j.run, j.attempt, tx);

@@ -235,7 +235,7 @@ async fn port_bug_is_predicted_from_the_version_and_skipped_with_one_command() {
     let p = plan(&[
         (SERVE, "vllm_version = \"0.6.4.post2.dev375+gd263bd9d\""),
         (
-            "python benchmarks/benchmark_throughput.py --model m/x",
+            "python benchmarks/benchmark_throughput.py --model m/x --input-len 8 --output-len 8",
             "vllm_version = \"0.6.4\"",
         ),
     ]);

@@ -117,6 +117,18 @@ fn every_invalid_rule_and_warning() {
     assert_eq!(rule("5555"), Some("placeholder"));
     assert_eq!(rule("7777"), Some("optional_brackets"));
     assert_eq!(rule("9999"), Some("missing"));
+    // A flag neither the era's serving client nor its server takes.
+    assert_eq!(rule("bbbb"), Some("bench_command_invalid"));
+    let why = &p
+        .commits
+        .iter()
+        .find(|c| c.commit.starts_with("bbbb"))
+        .unwrap()
+        .invalid;
+    assert!(
+        why.as_ref().unwrap().detail.contains("--batch-size"),
+        "{why:?}"
+    );
     let kinds: Vec<&str> = p.warnings.iter().map(|w| w.kind).collect();
     for k in ["script_path", "model_mismatch", "mode_mismatch", "gpu_type"] {
         assert!(kinds.contains(&k), "missing warning {k}: {kinds:?}");

@@ -34,6 +34,10 @@ pub struct FailureContext {
     pub image_missing: bool,
     /// The runtime saw the disk fill up (and its cleanup did not free enough).
     pub disk_full: bool,
+    /// The runtime found the benchmark command cannot run on the image, and why.
+    pub bench_invalid: Option<String>,
+    /// The run's image needs a build from source that was off or failed, and why.
+    pub needs_build: Option<String>,
 }
 
 impl FailureContext {
@@ -47,6 +51,8 @@ impl FailureContext {
             && self.pull_error.is_none()
             && !self.image_missing
             && !self.disk_full
+            && self.bench_invalid.is_none()
+            && self.needs_build.is_none()
             && self.exit_code.is_none_or(|c| c == 0)
             && self.signal.is_none()
     }
@@ -57,6 +63,8 @@ impl FailureContext {
             || self.signal.is_some()
             || self.timed_out
             || self.patch_failed
+            || self.bench_invalid.is_some()
+            || self.needs_build.is_some()
             || self.pull_error.is_some()
             || self.image_missing
             || self.disk_full

@@ -274,6 +274,19 @@ impl Scanner {
                 "the agent's patch did not apply to the baseline image; not benchmarked as agent".into(),
             ));
         }
+        if let Some(why) = &ctx.bench_invalid {
+            return Some(Self::fact(Category::BenchCommandInvalid, why.clone()));
+        }
+        if let Some(why) = &ctx.needs_build {
+            return Some(Self::fact(Category::NeedsBuild, why.clone()));
+        }
+        // A registry that turned the pull away (credentials, rate limit) is not a missing
+        // image, whatever the runtime concluded from Docker's wording.
+        if ctx.image_missing || ctx.pull_error.is_some() {
+            if let Some(d) = self.registry_refusal(ctx.pull_error.as_deref()) {
+                return Some(d);
+            }
+        }
         if ctx.image_missing {
             let fact = ctx
                 .pull_error
@@ -350,6 +363,27 @@ impl Scanner {
         Some(match &self.last_line {
             Some(l) => self.diag_line(Category::Other, l),
             None => Self::fact(Category::Other, "no output".into()),
+        })
+    }
+
+    /// A `registry_rate_limited` or `registry_auth` line in the pull error, else in the
+    /// attempt's own lines (the pull stream).
+    fn registry_refusal(&self, pull_error: Option<&str>) -> Option<Diagnosis> {
+        const REFUSALS: [Category; 2] = [Category::RegistryRateLimited, Category::RegistryAuth];
+        if let Some(pe) = pull_error {
+            let mut sub = Scanner::new(Arc::clone(&self.catalog));
+            for l in pe.lines() {
+                sub.feed(Stream::Pull, l);
+            }
+            for c in REFUSALS {
+                if let Some((i, cand)) = sub.best(false, Some(c)) {
+                    return Some(sub.diag_sig(i, cand));
+                }
+            }
+        }
+        REFUSALS.into_iter().find_map(|c| {
+            self.best(false, Some(c))
+                .map(|(i, cand)| self.diag_sig(i, cand))
         })
     }
 

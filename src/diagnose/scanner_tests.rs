@@ -94,6 +94,31 @@ const CASES: &[(Category, &str, &str)] = &[
         "Unable to find image 'org/vllm-bench:abc' locally",
     ),
     (
+        Category::RegistryAuth,
+        "Error response from daemon: unauthorized: authentication required",
+        "Error response from daemon: pull access denied for org/private, repository does not exist or may require 'docker login': denied: requested access to the resource is denied",
+    ),
+    (
+        Category::RegistryAuth,
+        "Error response from daemon: Head \"http://127.0.0.1:5000/v2/ns/x/manifests/v1\": no basic auth credentials",
+        "requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: https://huggingface.co/api/models/x",
+    ),
+    (
+        Category::RegistryAuth,
+        "denied: requested access to the resource is denied",
+        "INFO 01-01 00:00:00 a.py:1] access to the resource is allowed",
+    ),
+    (
+        Category::RegistryRateLimited,
+        "Error response from daemon: toomanyrequests: You have reached your pull rate limit. You may increase the limit by authenticating and upgrading: https://www.docker.com/increase-rate-limit",
+        "INFO 01-01 00:00:00 a.py:1] request rate limit: 10 requests/s",
+    ),
+    (
+        Category::RegistryRateLimited,
+        "Error response from daemon: error parsing HTTP 429 response body: invalid character '<' looking for beginning of value: \"<html><head><title>429 Too Many Requests</title></head></html>\"",
+        "INFO 01-01 00:00:00 a.py:1] 429 requests completed",
+    ),
+    (
         Category::NvidiaRuntimeMissing,
         "docker: Error response from daemon: could not select device driver \"\" with capabilities: [[gpu]].",
         "INFO 01-01 00:00:00 a.py:1] Automatically detected platform cuda.",
@@ -147,6 +172,41 @@ const CASES: &[(Category, &str, &str)] = &[
         Category::ModelArchUnsupported,
         "ValueError: Model architectures ['Qwen3ForCausalLM'] failed to be inspected. Please check the logs for more details.",
         "INFO 01-01 00:00:00 a.py:1] Inspecting model architectures",
+    ),
+    (
+        Category::BenchCommandInvalid,
+        "benchmark_serving.py: error: unrecognized arguments: --dtype float16",
+        "WARNING 01-01 00:00:00 arg_utils.py:1] error: unrecognized value in config, ignoring",
+    ),
+    (
+        Category::BenchCommandInvalid,
+        "api_server.py: error: the following arguments are required: --model",
+        "INFO 01-01 00:00:00 a.py:1] the following arguments are set: --model m",
+    ),
+    (
+        Category::BenchCommandInvalid,
+        "FileNotFoundError: [Errno 2] No such file or directory: 'ShareGPT_V3_unfiltered_cleaned_split.json'",
+        "FileNotFoundError: [Errno 2] No such file or directory: '/root/.cache/huggingface/hub/models--x'",
+    ),
+    (
+        Category::BenchCommandInvalid,
+        "TypeError: expected str, bytes or os.PathLike object, not NoneType",
+        "TypeError: expected str, bytes or os.PathLike object, not int",
+    ),
+    (
+        Category::BenchCommandInvalid,
+        "python3: can't open file '/vllm-workspace/benchmarks/benchmark_serving.py': [Errno 2] No such file or directory",
+        "python3: opened file '/vllm-workspace/benchmarks/benchmark_serving.py'",
+    ),
+    (
+        Category::BenchCommandInvalid,
+        "sh: 1: python: not found",
+        "INFO 01-01 00:00:00 a.py:1] python found at /usr/bin/python3",
+    ),
+    (
+        Category::BenchCommandInvalid,
+        "DEPRECATED: This script has been moved to the vLLM CLI. Please use the following command instead: vllm bench serve",
+        "DeprecationWarning: benchmark_serving.py is deprecated; use vllm bench serve",
     ),
     (
         Category::NoMetrics,
@@ -453,6 +513,61 @@ fn facts_from_the_runtime() {
         })
         .unwrap();
     assert_eq!(d.category, Category::ImageNotFound);
+
+    // A registry's refusal is not a missing image, even when reported as one…
+    for (pe, want) in [
+        (
+            "unauthorized: authentication required",
+            Category::RegistryAuth,
+        ),
+        (
+            "toomanyrequests: You have reached your pull rate limit.",
+            Category::RegistryRateLimited,
+        ),
+        (
+            "pull access denied for org/x, repository does not exist or may require 'docker login': denied: requested access to the resource is denied",
+            Category::ImageNotFound,
+        ),
+    ] {
+        let d = sc
+            .conclude(&FailureContext {
+                stage: Some(Stage::PreparingImage),
+                image_missing: true,
+                pull_error: Some(pe.into()),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(d.category, want, "{pe}");
+        assert_eq!(d.evidence, pe);
+    }
+    // …and the Docker runtime's way: a pull error logged on the pull stream, the attempt
+    // ended as a runtime error at the image stage (no pull fact).
+    let mut sc = Scanner::new(cat());
+    feed(
+        &mut sc,
+        Stream::Pull,
+        "Pulling 127.0.0.1:5000/ns/standin:v1 with credentials for 127.0.0.1:5000 (auths in /tmp/x/config.json)\n\
+         unauthorized: authentication required",
+    );
+    let d = sc
+        .conclude(&FailureContext {
+            stage: Some(Stage::PreparingImage),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(d.category, Category::RegistryAuth);
+    assert_eq!(d.evidence, "unauthorized: authentication required");
+    // The same line on the server's stream is not the registry's.
+    let mut sc = Scanner::new(cat());
+    feed(&mut sc, Stream::Server, "toomanyrequests: slow down");
+    let d = sc
+        .conclude(&FailureContext {
+            exit_code: Some(1),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_ne!(d.category, Category::RegistryRateLimited);
+    let sc = Scanner::new(cat());
 
     let d = sc
         .conclude(&FailureContext {

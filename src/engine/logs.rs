@@ -15,6 +15,8 @@ pub struct LogWriter {
     /// Line-buffered: a line is on disk as soon as it is complete, so a crash or `o` (the
     /// pager) never sees a log cut short by a buffer.
     open: HashMap<(RunId, u32, &'static str), LineWriter<File>>,
+    /// `<dir>/images.log`: images fetched, made and removed ahead of their runs.
+    images: Option<LineWriter<File>>,
 }
 
 /// `<dir>/<key with / as __>/attempt-<n>/<stream>.<pipe>.log`
@@ -44,6 +46,7 @@ impl LogWriter {
             dir,
             keys,
             open: HashMap::new(),
+            images: None,
         }
     }
 
@@ -106,7 +109,27 @@ impl Observer for LogWriter {
             Event::State { run, to, .. } if !matches!(to, RunState::Active { .. }) => {
                 self.close_run(*run)?;
             }
+            // Images fetched ahead of their runs belong to no run: one file for the sweep.
+            Event::Image {
+                image,
+                status,
+                detail,
+            } => {
+                if self.images.is_none() {
+                    fs::create_dir_all(&self.dir)?;
+                    let f = fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(self.dir.join("images.log"))?;
+                    self.images = Some(LineWriter::new(f));
+                }
+                let w = self.images.as_mut().expect("just opened");
+                writeln!(w, "{} {image} {}: {detail}", env.at_ms, status.as_str())?;
+            }
             Event::SweepFinished { .. } => {
+                if let Some(w) = self.images.as_mut() {
+                    w.flush()?;
+                }
                 for (_, mut w) in self.open.drain() {
                     w.flush()?;
                 }

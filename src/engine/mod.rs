@@ -3,12 +3,13 @@
 //! and applies operator commands. Every change goes out as an event to the observers
 //! (store, logs, views) before the engine acts on it.
 
+pub mod images;
 pub mod logs;
 pub mod observer;
 
 use crate::category::{Action, Category};
 use crate::diagnose::{self, Catalog, FailureContext, RecipeBook, RecipeScope, Scanner};
-use crate::event::{now_ms, Command, Envelope, Event, Finding};
+use crate::event::{now_ms, Command, Envelope, Event, Finding, ImageStatus};
 use crate::model::{Outcome, RunId, RunState, Stage, Stream};
 use crate::parse::{self, StreamParser};
 use crate::plan::{BenchKind, Plan};
@@ -88,6 +89,13 @@ pub struct Engine {
     cmd_rx: mpsc::UnboundedReceiver<Command>,
     msg_tx: mpsc::Sender<(RunId, u32, RuntimeMsg)>,
     msg_rx: mpsc::Receiver<(RunId, u32, RuntimeMsg)>,
+    /// Images ahead of the GPUs (runtimes that prefetch): the budget, what the engine
+    /// tells the image task, what it hears back, and which images a run may start on.
+    image_budget: crate::images::Budget,
+    demand_tx: Option<tokio::sync::watch::Sender<images::Demand>>,
+    image_rx: Option<mpsc::Receiver<images::Report>>,
+    image_state: HashMap<String, ImageStatus>,
+    demand_dirty: bool,
 }
 
 /// Where operators send commands to a running engine.
@@ -126,6 +134,11 @@ impl Engine {
             cmd_rx,
             msg_tx,
             msg_rx,
+            image_budget: crate::images::Budget::default(),
+            demand_tx: None,
+            image_rx: None,
+            image_state: HashMap::new(),
+            demand_dirty: true,
         };
         (engine, cmd_tx)
     }
@@ -145,6 +158,12 @@ impl Engine {
 
     /// Scale policy delays (retry backoff) to the runtime's clock: the sim at 100× waits
     /// a hundredth of the real backoff, at max speed none.
+    /// The disk budget for images brought ahead of their runs.
+    pub fn with_image_budget(mut self, budget: crate::images::Budget) -> Self {
+        self.image_budget = budget;
+        self
+    }
+
     pub fn with_time_scale(mut self, scale: f64) -> Self {
         self.time_scale = if scale.is_finite() {
             scale.max(0.0)
@@ -238,6 +257,7 @@ impl Engine {
             .get(&run)
             .map(|a| a.gpus.clone())
             .unwrap_or_default();
+        self.demand_dirty = true;
         self.emit(Event::State {
             run,
             attempt,
@@ -274,6 +294,21 @@ impl Engine {
         })?;
         self.rebuild_queue();
         self.prepare_runs()?;
+        let image_stop = CancellationToken::new();
+        if self.runtime.prefetches() {
+            let (demand_tx, demand_rx) = tokio::sync::watch::channel(self.demand());
+            let (tx, rx) = mpsc::channel(1024);
+            tokio::spawn(images::run(
+                self.runtime.clone(),
+                self.image_budget.clone(),
+                demand_rx,
+                tx,
+                image_stop.clone(),
+            ));
+            self.demand_tx = Some(demand_tx);
+            self.image_rx = Some(rx);
+        }
+        let _stop_images = image_stop.drop_guard();
 
         // An observer that fails (store, log disk full) ends the sweep; runs in flight are
         // then torn down, not abandoned holding GPUs.
@@ -282,6 +317,7 @@ impl Engine {
                 if !shutdown.is_cancelled() {
                     self.start_runs()?;
                 }
+                self.send_demand();
                 if self.active.is_empty() {
                     if shutdown.is_cancelled() {
                         summary.interrupted = true;
@@ -312,6 +348,7 @@ impl Engine {
                     .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
                 tokio::select! {
                     Some((run, attempt, msg)) = self.msg_rx.recv() => self.on_runtime(run, attempt, msg)?,
+                    Some(r) = recv_report(&mut self.image_rx) => self.on_image(r)?,
                     Some(cmd) = self.cmd_rx.recv() => {
                         if cmd == Command::Shutdown {
                             shutdown.cancel();
@@ -476,7 +513,10 @@ impl Engine {
         loop {
             let now = Instant::now();
             let not_before = &self.not_before;
-            let eligible = |i: usize| not_before.get(&RunId(i as u32)).is_none_or(|t| *t <= now);
+            let image_ok = |i: usize| self.image_ok(i);
+            let eligible = |i: usize| {
+                not_before.get(&RunId(i as u32)).is_none_or(|t| *t <= now) && image_ok(i)
+            };
             let Some(index) = self.queue.pick(&self.pool, eligible) else {
                 return Ok(());
             };
@@ -511,9 +551,6 @@ impl Engine {
     }
 
     fn start(&mut self, id: RunId, gpus: Vec<u32>) -> anyhow::Result<()> {
-        let plan = self.plan.clone();
-        let spec = &plan.runs[id.0 as usize];
-        let commit = plan.commit_of(spec);
         let attempt = self.state.run(id).attempt.max(1);
         let cancel = CancellationToken::new();
         self.active.insert(
@@ -537,13 +574,10 @@ impl Engine {
             },
             None,
         )?;
-        let view = commit.view.clone().unwrap_or_else(|| {
-            crate::plan::CommandView::parse("true").expect("trivial command parses")
-        });
-        let kind = commit.kind().unwrap_or(BenchKind::Serving);
+        let spec_commit = self.plan.runs[id.0 as usize].commit;
         let mut env = self
             .commit_env
-            .get(&spec.commit)
+            .get(&spec_commit)
             .cloned()
             .unwrap_or_default();
         // Fixes stick to a run: a retry after a fixed attempt must not run on the unfixed
@@ -559,35 +593,10 @@ impl Engine {
                 env.extend(r.env.clone());
             }
         }
-        let seed = mix(self.opts.seed, &spec.key, attempt);
         let job = RunJob {
-            run: id,
-            attempt,
-            key: spec.key.clone(),
-            sweep: plan.name.clone(),
-            commit: commit.commit.clone(),
-            parent: commit.parent.clone(),
-            variant: spec.variant.clone(),
-            image: spec.image.clone().unwrap_or_default(),
-            model: commit.model.clone(),
-            command: commit.perf_command.clone().unwrap_or_default(),
-            view,
-            kind,
-            gpus,
-            server_start_timeout: Duration::from_secs(spec.server_start_timeout_s),
-            run_timeout: Duration::from_secs(spec.run_timeout_s),
             env,
             fixes,
-            patch: spec.patch.as_ref().map(|p| {
-                plan.path
-                    .parent()
-                    .unwrap_or(std::path::Path::new("."))
-                    .join(p)
-            }),
-            patch_dir: plan.images.patch_dir.clone(),
-            vllm_version: commit.vllm_version.clone(),
-            sim: commit.sim.clone(),
-            seed,
+            ..self.job(id, attempt, gpus)
         };
         let runtime = self.runtime.clone();
         let sink = RunSink::new(id, attempt, self.msg_tx.clone());
@@ -605,6 +614,142 @@ impl Engine {
             done.send(RuntimeMsg::Done(report)).await;
         });
         Ok(())
+    }
+
+    /// The job for an attempt of `id`, without the fixes and environment the engine adds.
+    fn job(&self, id: RunId, attempt: u32, gpus: Vec<u32>) -> RunJob {
+        let plan = &self.plan;
+        let spec = &plan.runs[id.0 as usize];
+        let commit = plan.commit_of(spec);
+        let view = commit.view.clone().unwrap_or_else(|| {
+            crate::plan::CommandView::parse("true").expect("trivial command parses")
+        });
+        RunJob {
+            run: id,
+            attempt,
+            key: spec.key.clone(),
+            sweep: plan.name.clone(),
+            commit: commit.commit.clone(),
+            parent: commit.parent.clone(),
+            variant: spec.variant.clone(),
+            image: spec.image.clone().unwrap_or_default(),
+            model: commit.model.clone(),
+            command: commit.perf_command.clone().unwrap_or_default(),
+            view,
+            kind: commit.kind().unwrap_or(BenchKind::Serving),
+            gpus,
+            server_start_timeout: Duration::from_secs(spec.server_start_timeout_s),
+            run_timeout: Duration::from_secs(spec.run_timeout_s),
+            env: BTreeMap::new(),
+            fixes: Vec::new(),
+            patch: spec.patch.as_ref().map(|p| {
+                plan.path
+                    .parent()
+                    .unwrap_or(std::path::Path::new("."))
+                    .join(p)
+            }),
+            patch_dir: plan.images.patch_dir.clone(),
+            vllm_version: commit.vllm_version.clone(),
+            human_image: plan
+                .runs
+                .iter()
+                .find(|r| r.commit == spec.commit && r.variant == crate::model::Variant::Human)
+                .and_then(|r| r.image.clone()),
+            changes: commit.changes.clone(),
+            sim: commit.sim.clone(),
+            seed: mix(self.opts.seed, &spec.key, attempt),
+        }
+    }
+
+    /// What the remaining runs need of images, for the image task.
+    fn demand(&self) -> images::Demand {
+        let mut d = images::Demand::default();
+        let mut all = std::collections::BTreeSet::new();
+        for (i, r) in self.state.runs.iter().enumerate() {
+            let Some(img) = self.plan.runs[i].image.as_ref().filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            all.insert(img.clone());
+            match &r.state {
+                RunState::Queued => {
+                    d.upcoming.push(img.clone());
+                    d.needed.insert(img.clone());
+                    if !d.jobs.contains_key(img) {
+                        let job = self.job(RunId(i as u32), r.attempt.max(1), Vec::new());
+                        d.jobs.insert(img.clone(), job);
+                    }
+                }
+                RunState::Held { .. } => {
+                    d.needed.insert(img.clone());
+                }
+                s if s.is_active() => {
+                    d.needed.insert(img.clone());
+                    d.in_use.insert(img.clone());
+                }
+                _ => {}
+            }
+        }
+        d.all = all.into_iter().collect();
+        d
+    }
+
+    fn send_demand(&mut self) {
+        if !self.demand_dirty {
+            return;
+        }
+        self.demand_dirty = false;
+        if self.demand_tx.is_some() {
+            let d = self.demand();
+            if let Some(tx) = &self.demand_tx {
+                tx.send_replace(d);
+            }
+        }
+    }
+
+    /// Whether run `index` may take GPUs as far as its image goes: it is on the box, or
+    /// fetching it ahead failed (the attempt then pulls and the failure is diagnosed).
+    fn image_ok(&self, index: usize) -> bool {
+        if self.demand_tx.is_none() {
+            return true;
+        }
+        match self.plan.runs[index].image.as_deref() {
+            None | Some("") => true,
+            Some(img) => matches!(
+                self.image_state.get(img),
+                Some(ImageStatus::Ready | ImageStatus::Failed)
+            ),
+        }
+    }
+
+    fn on_image(&mut self, r: images::Report) -> anyhow::Result<()> {
+        if let Some((run, layer, done, total)) = r.pull {
+            return self.emit(Event::Pull {
+                run,
+                layer,
+                done,
+                total,
+            });
+        }
+        match r.status {
+            ImageStatus::Ready | ImageStatus::Failed => {
+                self.image_state.insert(r.image.clone(), r.status);
+                self.schedule_dirty = true;
+            }
+            ImageStatus::Evicted => {
+                self.image_state.remove(&r.image);
+            }
+            ImageStatus::Full if self.state.paused.is_none() => {
+                self.emit(Event::Paused {
+                    reason: format!("disk budget: {} needs room — {}", r.image, r.detail),
+                })?;
+            }
+            _ => {}
+        }
+        self.emit(Event::Image {
+            image: r.image,
+            status: r.status,
+            detail: r.detail,
+        })
     }
 
     fn on_runtime(&mut self, run: RunId, attempt: u32, msg: RuntimeMsg) -> anyhow::Result<()> {
@@ -777,6 +922,14 @@ impl Engine {
                 _ => None,
             },
             image_missing: matches!(report.end, RunEnd::ImageMissing { .. }),
+            bench_invalid: match &report.end {
+                RunEnd::BenchInvalid { message } => Some(message.clone()),
+                _ => None,
+            },
+            needs_build: match &report.end {
+                RunEnd::NeedsBuild { message } => Some(message.clone()),
+                _ => None,
+            },
             disk_full: matches!(report.end, RunEnd::DiskFull { .. }),
         };
         let diagnosis = a
@@ -1046,13 +1199,23 @@ fn end_text(end: &RunEnd) -> String {
         RunEnd::Timeout { stage } => format!("{stage} timed out"),
         RunEnd::ImageMissing { message }
         | RunEnd::DiskFull { message }
-        | RunEnd::PatchFailed { message } => message.clone(),
+        | RunEnd::PatchFailed { message }
+        | RunEnd::BenchInvalid { message }
+        | RunEnd::NeedsBuild { message } => message.clone(),
         RunEnd::Error { stage, message } => format!("{stage}: {message}"),
         RunEnd::Cancelled => "cancelled".into(),
     }
 }
 
 /// A per-attempt seed: the same sweep seed, run and attempt always give the same value.
+/// The next report of the image task; never, when there is none.
+async fn recv_report(rx: &mut Option<mpsc::Receiver<images::Report>>) -> Option<images::Report> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 pub fn mix(seed: u64, key: &str, attempt: u32) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
     for b in key.bytes().chain(attempt.to_le_bytes()) {

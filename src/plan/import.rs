@@ -108,6 +108,12 @@ baseline = "{org}/vllm-baseline:baseline-{parent12}"
 agent = "{baseline_image}"
 patch_dir = "/opt/vllm_baseline"
 
+# Dataset files on this box, mounted read-only for the benchmark client. Commands that
+# name no dataset get ShareGPT (the serving client's default); `nightshift prefetch`
+# downloads it here.
+[datasets]
+sharegpt = "~/datasets/ShareGPT_V3_unfiltered_cleaned_split.json"
+
 [[agents]]
 id = "claude_code"
 model = "claude-sonnet-4"

@@ -2,15 +2,19 @@
 //! positions, and expand it into runs (commit × variant × repeat). Pure apart from reading
 //! the files it names; everything downstream works on the validated [`Plan`].
 
+pub mod clone;
 pub mod command;
+pub mod datasets;
 pub mod gpu;
 pub mod import;
 mod raw;
 pub mod report;
+mod resolve;
 pub mod source;
 pub mod template;
 
 pub use command::{BenchKind, CommandView};
+pub use datasets::{expand_path, static_invocation, DATASET_HINT};
 pub use gpu::GpuConfig;
 pub use raw::{OnInvalid, SimSpec};
 pub use source::Loc;
@@ -98,6 +102,7 @@ pub struct Defaults {
     pub variants: Vec<String>,
     pub on_invalid: OnInvalid,
     pub vllm_src: Option<String>,
+    pub fetch_weights: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -136,6 +141,13 @@ pub struct CommitSpec {
     pub vllm_version: Option<String>,
     pub sim: Option<SimSpec>,
     pub loc: Option<Loc>,
+    /// How the command is made runnable, as far as the era tables tell before the night
+    /// (the runtime re-plans with what it learns from each image's client).
+    pub invocation: Option<crate::rewrite::Invocation>,
+    /// Why it cannot be made runnable yet (a dataset the operator can still provide).
+    pub invocation_problem: Option<String>,
+    /// Parent → commit, from the clone (None without one).
+    pub changes: Option<Vec<clone::FileChange>>,
 }
 
 impl CommitSpec {
@@ -183,6 +195,17 @@ pub struct Plan {
     pub commits: Vec<CommitSpec>,
     pub runs: Vec<RunSpec>,
     pub warnings: Vec<Diag>,
+    /// `[datasets]`: name → host path (absolute).
+    pub datasets: BTreeMap<String, PathBuf>,
+    /// What the vLLM clone resolved (full hashes, parents), one line each, for `plan check`.
+    pub resolved: Vec<String>,
+}
+
+/// Settings of the box (the config file) that a plan may leave out.
+#[derive(Debug, Clone, Default)]
+pub struct BoxDefaults {
+    pub datasets: BTreeMap<String, PathBuf>,
+    pub vllm_src: Option<PathBuf>,
 }
 
 impl Plan {
@@ -195,12 +218,33 @@ impl Plan {
         Plan::from_str_at(&path.display().to_string(), text, base, path)
     }
 
+    /// As [`Plan::load`], with the box's settings (from the config file) under the plan's
+    /// own: a plan names its datasets and clone only where they differ from the box's.
+    pub fn load_with(path: &Path, box_defaults: &BoxDefaults) -> Result<Plan, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|error| LoadError::Io {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Plan::parse(&path.display().to_string(), text, base, path, box_defaults)
+    }
+
     /// Parse a plan whose commits_file (if any) is resolved against `base`.
     pub fn from_str_at(
         name: &str,
         text: String,
         base: &Path,
         path: &Path,
+    ) -> Result<Plan, LoadError> {
+        Plan::parse(name, text, base, path, &BoxDefaults::default())
+    }
+
+    fn parse(
+        name: &str,
+        text: String,
+        base: &Path,
+        path: &Path,
+        box_defaults: &BoxDefaults,
     ) -> Result<Plan, LoadError> {
         let src = SourceFile::new(name, text);
         let raw: RawPlan = toml::from_str(&src.text).map_err(|e| {
@@ -230,7 +274,15 @@ impl Plan {
                 ),
             );
         }
-        let defaults = b.defaults(&raw, &src);
+        let mut defaults = b.defaults(&raw, &src);
+        if defaults.vllm_src.is_none() {
+            defaults.vllm_src = box_defaults
+                .vllm_src
+                .as_ref()
+                .map(|p| p.display().to_string());
+        }
+        let mut datasets = box_defaults.datasets.clone();
+        datasets.extend(b.datasets(&raw, &src, base));
         let images = b.images(&raw, &src);
         let agents: Vec<Agent> = raw
             .agents
@@ -325,9 +377,27 @@ impl Plan {
             }
         }
 
+        let clone = defaults
+            .vllm_src
+            .as_deref()
+            .and_then(|s| clone::Clone::open(&expand_path(s, base)));
+        let (changes, resolved) = match &clone {
+            Some(cl) => resolve::from_clone(&mut b, cl, &mut raw_commits),
+            None => Default::default(),
+        };
         let mut commits = Vec::with_capacity(raw_commits.len());
         for (rc, loc, fl) in &raw_commits {
-            if let Some(c) = b.commit(rc, loc.clone(), fl, &defaults, &agents) {
+            if let Some(mut c) = b.commit(rc, loc.clone(), fl, &defaults, &agents, &datasets) {
+                if let Some(ch) = c
+                    .parent
+                    .as_ref()
+                    .and_then(|p| changes.get(&(c.commit.clone(), p.clone())))
+                {
+                    if c.files_changed.is_empty() {
+                        c.files_changed = ch.iter().map(|f| f.path.clone()).collect();
+                    }
+                    c.changes = Some(ch.clone());
+                }
                 commits.push(c);
             }
         }
@@ -373,6 +443,8 @@ impl Plan {
             commits,
             runs,
             warnings: b.warnings,
+            datasets,
+            resolved,
         })
     }
 
@@ -536,6 +608,7 @@ impl Builder {
             variants,
             on_invalid: d.on_invalid.unwrap_or_default(),
             vllm_src: d.vllm_src.clone(),
+            fetch_weights: d.fetch_weights.unwrap_or(true),
         }
     }
 
@@ -579,6 +652,7 @@ impl Builder {
         fl: &FieldLocator,
         defaults: &Defaults,
         agents: &[Agent],
+        datasets: &BTreeMap<String, PathBuf>,
     ) -> Option<CommitSpec> {
         let Some(commit) = rc.commit.clone() else {
             self.error(
@@ -777,6 +851,52 @@ impl Builder {
                 );
             }
         }
+        let (invocation, invocation_problem) = match &view {
+            Some(v) if invalid.is_none() => {
+                let model = rc.model.as_deref().filter(|m| *m != "N/A");
+                match static_invocation(v, mode, rc.vllm_version.as_deref(), model, datasets) {
+                    Ok(inv) => {
+                        for d in &inv.hub_datasets {
+                            self.warn(fl.loc("perf_command"), Some(&commit), "hub_dataset", format!("the client loads the Hub dataset `{d}` at run time: the box needs the Hub, or the dataset in the HF cache (hf_cache) for offline runs"));
+                        }
+                        for m in &inv.mounts {
+                            if !m.host.exists() {
+                                self.warn(
+                                    fl.loc("perf_command"),
+                                    Some(&commit),
+                                    "dataset_missing",
+                                    format!(
+                                        "dataset `{}` is not at {} ({})",
+                                        m.name,
+                                        m.host.display(),
+                                        DATASET_HINT
+                                    ),
+                                );
+                            }
+                        }
+                        (Some(inv), None)
+                    }
+                    Err(r) if r.dataset => {
+                        self.warn(
+                            fl.loc("perf_command"),
+                            Some(&commit),
+                            "dataset_missing",
+                            r.reason.clone(),
+                        );
+                        (None, Some(r.reason))
+                    }
+                    Err(r) => {
+                        invalid = Some(Invalid {
+                            rule: "bench_command_invalid",
+                            detail: r.reason,
+                            loc: fl.loc("perf_command"),
+                        });
+                        (None, None)
+                    }
+                }
+            }
+            _ => (None, None),
+        };
         if gpu.gpu_type != defaults.gpu_type {
             self.warn(
                 fl.loc("gpu_config"),
@@ -808,6 +928,9 @@ impl Builder {
             skip: rc.skip,
             invalid,
             vllm_version: rc.vllm_version.clone(),
+            invocation,
+            invocation_problem,
+            changes: None,
             sim: rc.sim.clone(),
             loc,
         })
@@ -874,12 +997,17 @@ impl Builder {
     ) -> Vec<RunSpec> {
         let mut runs = Vec::new();
         let mut short_commit_template = 0usize;
-        let by_commit: BTreeMap<&str, &RawCommit> = raw
+        // Keyed as CommitSpec keys them (lower case): an upper-case hash keeps its settings.
+        let by_commit: BTreeMap<String, &RawCommit> = raw
             .iter()
-            .filter_map(|(rc, _, _)| rc.commit.as_deref().map(|c| (c.trim(), rc)))
+            .filter_map(|(rc, _, _)| {
+                rc.commit
+                    .as_deref()
+                    .map(|c| (c.trim().to_ascii_lowercase(), rc))
+            })
             .collect();
         for (ci, c) in commits.iter().enumerate() {
-            let rc = by_commit.get(c.commit.as_str()).copied();
+            let rc = by_commit.get(&c.commit).copied();
             let selectors = rc
                 .and_then(|r| r.variants.clone())
                 .unwrap_or_else(|| defaults.variants.clone());

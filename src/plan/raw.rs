@@ -20,6 +20,10 @@ pub struct RawPlan {
     pub agents: Vec<Spanned<RawAgent>>,
     #[serde(default)]
     pub commits: Vec<Spanned<RawCommit>>,
+    /// Where dataset files live on this box: `sharegpt`, `sonnet`, or any name a command
+    /// uses as its dataset path (e.g. a Hub dataset id). Mounted read-only for the client.
+    #[serde(default)]
+    pub datasets: Option<Spanned<BTreeMap<String, String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -37,6 +41,9 @@ pub struct RawDefaults {
     pub variants: Option<Vec<String>>,
     pub on_invalid: Option<OnInvalid>,
     pub vllm_src: Option<String>,
+    /// Fetch model weights into `hf_cache` on the host before each server starts
+    /// (default true); false leaves it to vLLM inside the container.
+    pub fetch_weights: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]

@@ -34,6 +34,59 @@ pub fn check_summary(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
         plan.max_gpus(),
         gpu_runs
     )?;
+    if let Some((head, rest)) = plan.resolved.split_first() {
+        // Every line: what the clone changed in the plan is worth reading in full.
+        writeln!(out, "\nresolved from the vLLM clone: {head}")?;
+        for l in rest {
+            writeln!(out, "  {l}")?;
+        }
+    }
+    let needs_build: Vec<String> = plan
+        .commits
+        .iter()
+        .filter_map(|c| {
+            let ch = c.changes.as_ref()?;
+            let compiled: Vec<&str> = ch
+                .iter()
+                .filter(|f| super::clone::needs_build(&f.path))
+                .map(|f| f.path.as_str())
+                .collect();
+            (!compiled.is_empty()).then(|| format!("{} ({})", c.short(), compiled.join(", ")))
+        })
+        .collect();
+    if !needs_build.is_empty() {
+        writeln!(
+            out,
+            "\ncommits whose parent → commit diff touches compiled code or the build ({}): a baseline cannot be derived by overlaying Python files",
+            needs_build.len()
+        )?;
+        for l in &needs_build {
+            writeln!(out, "  {l}")?;
+        }
+    }
+    // Agent patches that change compiled sources: applied alone they would benchmark the
+    // image's stale binaries, so the runtime builds them (or ends them as needs_build).
+    let base = plan.path.parent().unwrap_or(std::path::Path::new("."));
+    let compiled_patches: Vec<String> = plan
+        .runs
+        .iter()
+        .filter_map(|r| {
+            let p = r.patch.as_ref()?;
+            let text = std::fs::read_to_string(base.join(p)).ok()?;
+            let files = super::clone::patch_needs_build(&text);
+            (!files.is_empty()).then(|| format!("{} ({})", r.key, files.join(", ")))
+        })
+        .collect();
+    if !compiled_patches.is_empty() {
+        writeln!(
+            out,
+            "\nagent patches that change compiled sources ({}): their images are built from source, or the runs end as needs_build when building is off",
+            compiled_patches.len()
+        )?;
+        for l in &compiled_patches {
+            writeln!(out, "  {l}")?;
+        }
+    }
     let invalid: Vec<_> = plan.invalid_commits().collect();
     if !invalid.is_empty() {
         writeln!(
@@ -90,6 +143,16 @@ pub fn show(plan: &Plan, json: bool, out: &mut dyn Write) -> io::Result<()> {
                 "kind": c.kind().map(|k| k.as_str()),
                 "perf_command": c.perf_command,
                 "command_view": c.view,
+                "vllm_version": c.vllm_version,
+                // The eras whose clients take this command (a dataset aside).
+                "fits_vllm": c.view.as_ref().map(|v| crate::rewrite::fitting(v, c.mode)),
+                "sim": c.sim,
+                // As planned from the era tables; the runtime re-plans with each image's
+                // own client (`show --json` has what really ran).
+                "invocation": c.invocation,
+                "planned_bench_argv": c.invocation.as_ref().map(|i| i.resolve("python3", "benchmarks", Some("vllm")).bench_argv),
+                "planned_server_argv": c.invocation.as_ref().and_then(|i| i.resolve("python3", "benchmarks", Some("vllm")).server_argv),
+                "invocation_problem": c.invocation_problem,
                 "server_start_timeout_s": r.server_start_timeout_s,
                 "run_timeout_s": r.run_timeout_s,
                 "skip_reason": r.skip_reason,
@@ -120,6 +183,19 @@ pub fn show(plan: &Plan, json: bool, out: &mut dyn Write) -> io::Result<()> {
                 env.join(" "),
                 v.flags.len()
             )?;
+        }
+        if let Some(inv) = &c.invocation {
+            let r = inv.resolve("python3", "benchmarks", Some("vllm"));
+            writeln!(out, "    bench  {}", shell_words::join(&r.bench_argv))?;
+            if let Some(s) = &r.server_argv {
+                writeln!(out, "    server {}", shell_words::join(s))?;
+            }
+            for rw in &inv.rewrites {
+                writeln!(out, "    rewrite {rw}")?;
+            }
+        }
+        if let Some(p) = &c.invocation_problem {
+            writeln!(out, "    cannot run yet: {p}")?;
         }
         for r in plan.runs.iter().filter(|r| r.commit == c_idx) {
             let what = match &r.skip_reason {

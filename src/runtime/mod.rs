@@ -41,6 +41,10 @@ pub struct RunJob {
     pub patch: Option<PathBuf>,
     pub patch_dir: Option<String>,
     pub vllm_version: Option<String>,
+    /// The commit's human image (a missing baseline can be derived from it).
+    pub human_image: Option<String>,
+    /// Parent → commit, from the clone at plan load.
+    pub changes: Option<Vec<crate::plan::clone::FileChange>>,
     /// What the sim reproduces; ignored by real runtimes.
     pub sim: Option<SimSpec>,
     /// Deterministic seed for this attempt (sim).
@@ -69,6 +73,17 @@ pub enum RunEnd {
         message: String,
     },
     PatchFailed {
+        message: String,
+    },
+    /// The benchmark command cannot run on this image as it stands (no interpreter that
+    /// imports vllm, no benchmarks folder, a flag no side accepts, a missing dataset).
+    /// Known before any server started.
+    BenchInvalid {
+        message: String,
+    },
+    /// The run's image has to be built from source (compiled code changed) and no build
+    /// was allowed, or the build failed; the message says which, with the deciding line.
+    NeedsBuild {
         message: String,
     },
     /// The runtime itself failed (Docker unreachable, …).
@@ -168,4 +183,32 @@ pub trait Runtime: Send + Sync + 'static {
     /// Execute one attempt. Must return promptly after `cancel` fires, having torn down
     /// whatever it started.
     async fn execute(&self, job: RunJob, sink: RunSink, cancel: CancellationToken) -> RunReport;
+
+    /// Whether this runtime brings images onto the box ahead of the runs, so that a run
+    /// gets its GPUs only once its image is there ([`Runtime::fetch_image`]).
+    fn prefetches(&self) -> bool {
+        false
+    }
+
+    /// Bring `job`'s image onto the box with no GPU held: pull it, or make it when it is
+    /// missing (a derived baseline). Err: the end the run's attempt would meet too.
+    async fn fetch_image(
+        &self,
+        _job: RunJob,
+        _sink: RunSink,
+        _cancel: CancellationToken,
+    ) -> Result<(), RunEnd> {
+        Ok(())
+    }
+
+    /// Free bytes on the images' disk (None: unknown), and for each of `images` that is on
+    /// the box, the bytes it and the images made from it (fixed, derived) take.
+    async fn image_stock(&self, _images: &[String]) -> (Option<u64>, BTreeMap<String, u64>) {
+        (None, BTreeMap::new())
+    }
+
+    /// Remove `image` and the images made from it; returns the bytes freed.
+    async fn evict_image(&self, _image: &str) -> Result<u64, String> {
+        Ok(0)
+    }
 }

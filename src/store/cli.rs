@@ -24,6 +24,8 @@ pub struct RunArgs {
     pub rerun_changed: bool,
     /// Scales policy delays to the runtime's clock (see `Engine::with_time_scale`).
     pub time_scale: f64,
+    /// Disk budget and keep list for prefetch and eviction.
+    pub budget: crate::images::Budget,
 }
 
 fn store_error(e: &StoreError) -> i32 {
@@ -130,7 +132,10 @@ pub fn run_headless(a: RunArgs) -> i32 {
                 wait_for_operator: false,
             },
         );
-        let mut engine = engine.with_state(state).with_time_scale(a.time_scale);
+        let mut engine = engine
+            .with_state(state)
+            .with_time_scale(a.time_scale)
+            .with_image_budget(a.budget.clone());
         engine.observe(Box::new(crate::headless::Printer::new(
             plan.clone(),
             std::io::stdout(),
@@ -305,7 +310,7 @@ pub fn results_text(
     })
 }
 
-pub fn show_cmd(store: Option<PathBuf>, what: &str) -> i32 {
+pub fn show_cmd(store: Option<PathBuf>, what: &str, json: bool) -> i32 {
     let store = match find_store(store) {
         Ok(s) => s,
         Err(c) => return c,
@@ -325,6 +330,9 @@ pub fn show_cmd(store: Option<PathBuf>, what: &str) -> i32 {
             store.dir().display()
         );
         return 2;
+    }
+    if json {
+        return out(&show::render_json(&sel));
     }
     out(&show::render(&sel))
 }

@@ -535,6 +535,11 @@ impl Observer for StoreObserver {
     fn on_event(&mut self, env: &Envelope) -> anyhow::Result<()> {
         let run = match &env.event {
             Event::Log { .. } | Event::Gpu { .. } | Event::Pull { .. } => return Ok(()),
+            // A fetch's log lines are in the log directory's images.log, not the store.
+            Event::Image {
+                status: crate::event::ImageStatus::Log,
+                ..
+            } => return Ok(()),
             Event::State { run, .. }
             | Event::Metric { run, .. }
             | Event::VllmVersion { run, .. }

@@ -312,6 +312,25 @@ pub struct Provenance {
     pub patch_hash: Option<String>,
     pub fixes: Vec<String>,
     pub host: Option<String>,
+    /// The interpreter the probe found (it imports vllm in the image).
+    #[serde(default)]
+    pub interpreter: Option<String>,
+    /// Where `benchmarks/` came from (the clone at a commit, or the image's copy).
+    #[serde(default)]
+    pub bench_source: Option<String>,
+    /// Whether the client's flags were learned from its `--help` or an era table.
+    #[serde(default)]
+    pub client_flags: Option<String>,
+    /// The benchmark and server command lines as executed (secrets redacted).
+    #[serde(default)]
+    pub bench_argv: Option<Vec<String>>,
+    #[serde(default)]
+    pub server_argv: Option<Vec<String>>,
+    #[serde(default)]
+    pub dataset_mounts: Vec<String>,
+    /// Every change made to the perf command, with its reason.
+    #[serde(default)]
+    pub rewrites: Vec<crate::rewrite::Rewrite>,
     pub other: BTreeMap<String, String>,
 }
 
@@ -326,6 +345,17 @@ impl ResultRecord {
         let patch_hash = take(&["patch_hash", "patch_sha256"]);
         let host = take(&["host", "hostname"]);
         let image = take(&["image"]).or(info.image.clone());
+        let interpreter = take(&["interpreter"]);
+        let bench_source = take(&["bench_source"]);
+        let client_flags = take(&["client_flags"]);
+        let bench_argv = take(&["bench_argv"]).and_then(|j| serde_json::from_str(&j).ok());
+        let server_argv = take(&["server_argv"]).and_then(|j| serde_json::from_str(&j).ok());
+        let dataset_mounts = take(&["dataset_mounts"])
+            .and_then(|j| serde_json::from_str(&j).ok())
+            .unwrap_or_default();
+        let rewrites = take(&["rewrites"])
+            .and_then(|j| serde_json::from_str(&j).ok())
+            .unwrap_or_default();
         let error = a
             .findings
             .last()
@@ -366,6 +396,13 @@ impl ResultRecord {
                 patch_hash,
                 fixes: a.fixes.clone(),
                 host,
+                interpreter,
+                bench_source,
+                client_flags,
+                bench_argv,
+                server_argv,
+                dataset_mounts,
+                rewrites,
                 other,
             },
         }

@@ -117,3 +117,28 @@ pub fn render(docs: &[&RunDoc]) -> String {
     }
     o
 }
+
+/// One JSON object per line and run: its key, state, facts, and every attempt as a
+/// results record (provenance parsed: argv lists, rewrites, mounts).
+pub fn render_json(docs: &[&RunDoc]) -> String {
+    let mut o = String::new();
+    for d in docs {
+        let attempts: Vec<_> = d
+            .attempts
+            .iter()
+            .map(|a| super::record::ResultRecord::of(d, a))
+            .collect();
+        let v = serde_json::json!({
+            "key": d.key,
+            "commit": d.info.commit,
+            "variant": d.info.variant.to_string(),
+            "state": d.record.state.to_string(),
+            "perf_command": d.info.command,
+            "image": d.info.image,
+            "attempts": attempts,
+        });
+        o.push_str(&v.to_string());
+        o.push('\n');
+    }
+    o
+}

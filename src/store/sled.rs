@@ -55,8 +55,47 @@ fn config(dir: &Path) -> sled::Config {
         .cache_capacity(CACHE_BYTES)
 }
 
+/// sled 0.34 writes a snapshot to `snap.<lsn>.generating`, then renames it; but when it
+/// reads, it takes the greatest `snap.*` name, which is the unfinished `.generating` file if
+/// a kill landed mid-write, and calls the store corrupt (sled issues #1527, #1533). Such a
+/// file was never committed: the previous snapshot and the log still hold everything.
+fn unfinished_snapshots(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("snap.") && n.ends_with(".generating"))
+        })
+        .collect()
+}
+
 impl SledBackend {
     pub fn open(dir: &Path) -> Result<SledBackend, StoreError> {
+        match Self::open_once(dir) {
+            // A corruption error comes after sled took the store's lock, so no other process
+            // is writing a snapshot now: the leftover can go.
+            Err(StoreError::Damaged { .. }) if !unfinished_snapshots(dir).is_empty() => {
+                for p in unfinished_snapshots(dir) {
+                    eprintln!(
+                        "note: {}: removing an unfinished snapshot left by a crash",
+                        p.display()
+                    );
+                    std::fs::remove_file(&p).map_err(|e| StoreError::Io {
+                        dir: dir.to_path_buf(),
+                        why: format!("{}: {e}", p.display()),
+                    })?;
+                }
+                Self::open_once(dir)
+            }
+            other => other,
+        }
+    }
+
+    fn open_once(dir: &Path) -> Result<SledBackend, StoreError> {
         // sled may panic on some damaged files: catch it quietly and call it damaged.
         let path = dir.to_path_buf();
         let prev = std::panic::take_hook();
@@ -125,5 +164,38 @@ impl Backend for SledBackend {
     fn flush(&self) -> anyhow::Result<()> {
         self.db.flush()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kill mid-snapshot leaves `snap.<lsn>.generating` with a torn tail, and sled 0.34
+    /// reads it as the newest snapshot. The store must open with everything it had.
+    #[test]
+    fn a_torn_snapshot_left_by_a_kill_is_not_damage() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("store");
+        {
+            let b = SledBackend::open(&dir).unwrap();
+            for i in 0..200u32 {
+                b.put(Tree::Runs, &i.to_be_bytes(), b"kept").unwrap();
+            }
+            b.flush().unwrap();
+        }
+        let torn = dir.join("snap.7FFFFFFFFFFFFFFF.generating");
+        std::fs::write(&torn, b"\x01\x02\x03 torn by SIGKILL").unwrap();
+        assert!(matches!(
+            SledBackend::open_once(&dir),
+            Err(StoreError::Damaged { .. })
+        ));
+        let b = SledBackend::open(&dir).unwrap();
+        assert_eq!(b.len(Tree::Runs), 200);
+        assert_eq!(
+            b.get(Tree::Runs, &7u32.to_be_bytes()).unwrap().unwrap(),
+            b"kept"
+        );
+        assert!(!torn.exists());
     }
 }

@@ -6,6 +6,9 @@
 //! gpu_sample_ms = 1000    # NVML sampling period
 //! [keys]
 //! skip = "x"              # any action name from `?`; a list binds several keys
+//! vllm_src = "~/src/vllm" # this box's vLLM clone, when a plan names none
+//! [datasets]
+//! sharegpt = "~/datasets/ShareGPT_V3_unfiltered_cleaned_split.json"  # under every plan's
 //! ```
 
 use serde::Deserialize;
@@ -29,6 +32,11 @@ pub struct Config {
     pub gpu_sample_ms: u64,
     #[serde(default)]
     pub keys: BTreeMap<String, OneOrMany>,
+    /// Dataset files on this box (as a plan's `[datasets]`; a plan's own entries win).
+    #[serde(default)]
+    pub datasets: BTreeMap<String, String>,
+    /// This box's vLLM clone (a plan's `vllm_src` wins).
+    pub vllm_src: Option<String>,
 }
 
 fn default_refresh() -> u64 {
@@ -45,6 +53,8 @@ impl Default for Config {
             refresh_ms: default_refresh(),
             gpu_sample_ms: default_gpu(),
             keys: BTreeMap::new(),
+            datasets: BTreeMap::new(),
+            vllm_src: None,
         }
     }
 }
@@ -76,6 +86,23 @@ impl Config {
                 Ok(Config::default())
             }
             Err(e) => Err(anyhow::anyhow!("{}: {e}", p.display())),
+        }
+    }
+
+    /// What a plan may leave to the box: `[datasets]` and `vllm_src`, with paths made
+    /// absolute (relative to the config folder).
+    pub fn box_defaults(&self) -> crate::plan::BoxDefaults {
+        let base = config_dir().unwrap_or_default();
+        crate::plan::BoxDefaults {
+            datasets: self
+                .datasets
+                .iter()
+                .map(|(k, v)| (k.clone(), crate::plan::expand_path(v, &base)))
+                .collect(),
+            vllm_src: self
+                .vllm_src
+                .as_deref()
+                .map(|v| crate::plan::expand_path(v, &base)),
         }
     }
 

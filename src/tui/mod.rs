@@ -195,7 +195,10 @@ pub fn run_plan(a: crate::store::cli::RunArgs) -> i32 {
             wait_for_operator: true,
         },
     );
-    let mut engine = engine.with_state(state).with_time_scale(a.time_scale);
+    let mut engine = engine
+        .with_state(state)
+        .with_time_scale(a.time_scale)
+        .with_image_budget(a.budget.clone());
     let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
     // Logs first: their files are closed before the store records them.
     engine.observe(Box::new(crate::engine::logs::LogWriter::new(log_dir, keys)));

@@ -173,7 +173,7 @@ pub async fn checks(vllm_src: Option<PathBuf>) -> Vec<Check> {
             "vllm source",
             Level::Warn,
             "no vLLM clone configured (NIGHTSHIFT_VLLM_SRC or a plan's `vllm_src`)".into(),
-            Some("benchmarks/ scripts are not in vLLM images: clone vLLM and set `vllm_src` in the plan"),
+            Some("benchmarks/ then comes from each image's own copy (/vllm-workspace or /opt/vllm_baseline); older images have none: clone vLLM and set `vllm_src` in the plan"),
         )),
     }
     v
@@ -200,8 +200,49 @@ pub fn print(checks: &[Check], out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The plan's datasets: each `[datasets]` file present, and every commit whose client
+/// would open a dataset that is not configured.
+pub fn dataset_checks(plan: &crate::plan::Plan) -> Vec<Check> {
+    let mut v = Vec::new();
+    for (name, path) in &plan.datasets {
+        match std::fs::metadata(path) {
+            Ok(m) => v.push(check(
+                "dataset",
+                Level::Ok,
+                format!("{name}: {} ({} bytes)", path.display(), m.len()),
+                None,
+            )),
+            Err(e) => v.push(check(
+                "dataset",
+                Level::Fail,
+                format!("{name}: {} ({e})", path.display()),
+                Some("`nightshift prefetch PLAN` downloads ShareGPT; other files: copy them there"),
+            )),
+        }
+    }
+    let blocked: Vec<&str> = plan
+        .commits
+        .iter()
+        .filter(|c| c.invocation_problem.is_some() && c.invalid.is_none())
+        .map(|c| c.short())
+        .collect();
+    if !blocked.is_empty() {
+        v.push(check(
+            "dataset",
+            Level::Fail,
+            format!(
+                "{} commit(s) open ShareGPT (they name no dataset) but [datasets] has no `sharegpt`: {}",
+                blocked.len(),
+                blocked.join(" ")
+            ),
+            Some(crate::plan::DATASET_HINT),
+        ));
+    }
+    v
+}
+
 /// The `doctor` subcommand. `vllm_src`: from `--plan`, else `NIGHTSHIFT_VLLM_SRC`.
-pub fn main(vllm_src: Option<&Path>) -> i32 {
+pub fn main(vllm_src: Option<&Path>, plan: Option<&crate::plan::Plan>) -> i32 {
     let src = vllm_src
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("NIGHTSHIFT_VLLM_SRC").map(PathBuf::from));
@@ -215,7 +256,10 @@ pub fn main(vllm_src: Option<&Path>) -> i32 {
             return 1;
         }
     };
-    let checks = rt.block_on(checks(src));
+    let mut checks = rt.block_on(checks(src));
+    if let Some(p) = plan {
+        checks.extend(dataset_checks(p));
+    }
     let _ = print(&checks, &mut std::io::stdout());
     let fails = checks.iter().filter(|c| c.level == Level::Fail).count();
     if fails == 0 {

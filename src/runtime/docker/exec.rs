@@ -103,6 +103,56 @@ where
     result
 }
 
+/// An exec whose output comes back to us.
+fn attached(cmd: Vec<String>, workdir: Option<String>, env: Vec<String>) -> ExecConfig {
+    ExecConfig {
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        cmd: Some(cmd),
+        working_dir: workdir,
+        env: (!env.is_empty()).then_some(env),
+        ..Default::default()
+    }
+}
+
+/// Run `cmd` in `container` and collect its output without streaming it to the run's log
+/// (a `--help` text is long and tells the operator nothing).
+pub async fn capture(
+    docker: &Docker,
+    container: &str,
+    cmd: Vec<String>,
+    env: Vec<String>,
+) -> Result<(i64, String), String> {
+    let exec = docker
+        .create_exec(container, attached(cmd, None, env))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    if let StartExecResults::Attached { mut output, .. } = docker
+        .start_exec(
+            &exec.id,
+            Some(StartExecOptions {
+                detach: false,
+                tty: false,
+                output_capacity: None,
+            }),
+        )
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        while let Some(Ok(o)) = output.next().await {
+            text.push_str(&String::from_utf8_lossy(&o.into_bytes()));
+        }
+    }
+    let code = docker
+        .inspect_exec(&exec.id)
+        .await
+        .map_err(|e| e.to_string())?
+        .exit_code
+        .unwrap_or(-1);
+    Ok((code, text))
+}
+
 /// Run `cmd` in `container` (attached), stream its lines, return its exit code.
 pub async fn run(
     docker: &Docker,
@@ -111,17 +161,20 @@ pub async fn run(
     workdir: Option<String>,
     out: &mut LineOut<'_>,
 ) -> anyhow::Result<i64> {
+    run_with_env(docker, container, cmd, workdir, Vec::new(), out).await
+}
+
+/// As [`run`], with extra `NAME=value` environment for the exec'd process.
+pub async fn run_with_env(
+    docker: &Docker,
+    container: &str,
+    cmd: Vec<String>,
+    workdir: Option<String>,
+    env: Vec<String>,
+    out: &mut LineOut<'_>,
+) -> anyhow::Result<i64> {
     let exec = docker
-        .create_exec(
-            container,
-            ExecConfig {
-                attach_stdout: Some(true),
-                attach_stderr: Some(true),
-                cmd: Some(cmd),
-                working_dir: workdir,
-                ..Default::default()
-            },
-        )
+        .create_exec(container, attached(cmd, workdir, env))
         .await?;
     match docker
         .start_exec(

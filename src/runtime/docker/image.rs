@@ -1,6 +1,8 @@
-//! Images: inspect, check free disk on Docker's root directory, pull with per-layer progress,
-//! and name the images nightshift makes (fixed by a recipe; patched for one agent run).
+//! Images: inspect, check free disk on Docker's root directory, pull with per-layer progress
+//! and the operator's registry credentials, and name the images nightshift makes (fixed by
+//! a recipe; patched for one agent run).
 
+use super::auth::{Credentials, DockerAuth, Registry};
 use crate::model::{Pipe, Stream};
 use crate::runtime::RunSink;
 use bollard::query_parameters::CreateImageOptions;
@@ -10,10 +12,45 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub enum ImageError {
-    /// 404, unauthorized, manifest unknown: the reference does not exist for us.
+    /// 404, manifest unknown, "pull access denied … repository does not exist or may
+    /// require 'docker login'" (Docker's words for a missing repository and for one the
+    /// account may not read alike): the reference does not exist for us.
     Missing(String),
     DiskFull(String),
+    /// Anything else, registry refusals included (bad or missing credentials, rate
+    /// limits): the image may well exist. The pull logged the registry's line on the pull
+    /// stream, where the catalog names it `registry_auth` or `registry_rate_limited`.
     Other(String),
+}
+
+/// How a registry turned a pull away, when it did (see [`registry_refusal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Credentials missing or refused (`unauthorized`, `no basic auth credentials`).
+    Auth,
+    /// `toomanyrequests` / HTTP 429: pull later.
+    RateLimited,
+}
+
+/// The registry's refusal in a pull error, if that is what it is. "pull access denied …
+/// repository does not exist" is not one: Docker says it of missing repositories too.
+pub fn registry_refusal(msg: &str) -> Option<Refusal> {
+    let m = msg.to_ascii_lowercase();
+    if m.contains("toomanyrequests")
+        || m.contains("too many requests")
+        || m.contains("pull rate limit")
+        || m.contains("http 429")
+    {
+        return Some(Refusal::RateLimited);
+    }
+    if m.contains("pull access denied") || m.contains("repository does not exist") {
+        return None;
+    }
+    (m.contains("unauthorized")
+        || m.contains("no basic auth credentials")
+        || m.contains("denied: requested access to the resource is denied")
+        || m.contains("incorrect username or password"))
+    .then_some(Refusal::Auth)
 }
 
 /// What nightshift knows about an image once it is present.
@@ -52,9 +89,10 @@ pub fn classify_pull_error(msg: &str) -> ImageError {
     let m = msg.to_ascii_lowercase();
     if m.contains("no space left on device") {
         ImageError::DiskFull(msg.to_string())
+    } else if registry_refusal(msg).is_some() {
+        ImageError::Other(msg.to_string())
     } else if m.contains("not found")
         || m.contains("manifest unknown")
-        || m.contains("unauthorized")
         || m.contains("pull access denied")
         || m.contains("repository does not exist")
         || m.contains("404")
@@ -65,8 +103,38 @@ pub fn classify_pull_error(msg: &str) -> ImageError {
     }
 }
 
-/// Pull `image`, reporting per-layer progress; the disk check is the caller's.
-pub async fn pull(docker: &Docker, image: &str, sink: &RunSink) -> Result<(), ImageError> {
+/// The credentials `auth` holds for `image`'s registry, read off the executor (a
+/// credential helper may take a while). A config or helper that fails is reported on the
+/// pull stream and the pull goes on anonymously, as `docker pull` does: a public image
+/// still comes, a private one ends `registry_auth` with the registry's own line.
+pub async fn credentials(auth: &DockerAuth, image: &str, sink: &RunSink) -> Option<Credentials> {
+    let (a, i) = (auth.clone(), image.to_string());
+    let found = match tokio::task::spawn_blocking(move || a.credentials_for(&i)).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(e) => Err(format!("the lookup failed: {e}")),
+    };
+    match found {
+        Ok(c) => c,
+        Err(e) => {
+            sink.log(
+                Stream::Pull,
+                Pipe::Stderr,
+                format!("registry credentials: {e}; pulling without credentials"),
+            )
+            .await;
+            None
+        }
+    }
+}
+
+/// Pull `image` with the credentials `auth` has for its registry, reporting per-layer
+/// progress; the disk check is the caller's.
+pub async fn pull(
+    docker: &Docker,
+    image: &str,
+    auth: &DockerAuth,
+    sink: &RunSink,
+) -> Result<(), ImageError> {
     // A digest-pinned reference is pulled by digest, never as `:latest`.
     let (from, tag) = match image.split_once('@') {
         Some(_) => (image.to_string(), None),
@@ -75,7 +143,13 @@ pub async fn pull(docker: &Docker, image: &str, sink: &RunSink) -> Result<(), Im
             (repo.to_string(), Some(tag.to_string()))
         }
     };
-    sink.log(Stream::Pull, Pipe::Stdout, format!("Pulling {image}"))
+    let creds = credentials(auth, image, sink).await;
+    // Says whether credentials went with the pull, and whose, never what they are.
+    let with = match &creds {
+        Some(c) => format!(" with credentials for {} ({})", c.registry.host, c.source),
+        None => String::new(),
+    };
+    sink.log(Stream::Pull, Pipe::Stdout, format!("Pulling {image}{with}"))
         .await;
     let mut s = docker.create_image(
         Some(CreateImageOptions {
@@ -84,7 +158,7 @@ pub async fn pull(docker: &Docker, image: &str, sink: &RunSink) -> Result<(), Im
             ..Default::default()
         }),
         None,
-        None,
+        creds.as_ref().map(Credentials::docker),
     );
     // Layer totals, so a layer's "Pull complete" can report done == total.
     let mut totals: BTreeMap<String, u64> = BTreeMap::new();
@@ -92,8 +166,7 @@ pub async fn pull(docker: &Docker, image: &str, sink: &RunSink) -> Result<(), Im
         match item {
             Ok(info) => {
                 if let Some(e) = info.error_detail.and_then(|e| e.message) {
-                    sink.log(Stream::Pull, Pipe::Stderr, e.clone()).await;
-                    return Err(classify_pull_error(&e));
+                    return Err(failed(image, &e, creds.as_ref(), sink).await);
                 }
                 let layer = info.id.unwrap_or_default();
                 let status = info.status.unwrap_or_default();
@@ -121,14 +194,33 @@ pub async fn pull(docker: &Docker, image: &str, sink: &RunSink) -> Result<(), Im
                     }
                 }
             }
-            Err(e) => {
-                let msg = e.to_string();
-                sink.log(Stream::Pull, Pipe::Stderr, msg.clone()).await;
-                return Err(classify_pull_error(&msg));
-            }
+            Err(e) => return Err(failed(image, &e.to_string(), creds.as_ref(), sink).await),
         }
     }
     Ok(())
+}
+
+/// Logs the daemon's error line (the scanner's evidence) and classifies it. Docker's
+/// "pull access denied … may require 'docker login'" stays a missing image, with a hint
+/// saying whether credentials went with the pull.
+async fn failed(image: &str, msg: &str, creds: Option<&Credentials>, sink: &RunSink) -> ImageError {
+    sink.log(Stream::Pull, Pipe::Stderr, msg.to_string()).await;
+    let e = classify_pull_error(msg);
+    if matches!(e, ImageError::Missing(_)) && msg.contains("docker login") {
+        let hint = match creds {
+            Some(c) => format!(
+                "hint: credentials for {} ({}) were sent: the repository does not exist, or that account may not read it",
+                c.registry.host, c.source
+            ),
+            None => format!(
+                "hint: no credentials for {} in the Docker config: if the repository is private, `docker login {}` as the user running nightshift",
+                Registry::of(image).host,
+                Registry::of(image).server_address()
+            ),
+        };
+        sink.log(Stream::Pull, Pipe::Stderr, hint).await;
+    }
+    e
 }
 
 /// `repo[:tag]` (a `:` after the last `/` is a tag, before it a registry port).
@@ -223,5 +315,46 @@ mod tests {
             ImageError::DiskFull(_)
         ));
         assert!(free_bytes(Path::new("/")).is_some());
+    }
+
+    /// The daemon's own words (Docker 20.10 against a `registry:2` with htpasswd, and
+    /// nginx answering 429), as `docker pull` printed them.
+    #[test]
+    fn registry_refusals_are_not_missing_images() {
+        use Refusal::*;
+        for (msg, want) in [
+            ("unauthorized: authentication required", Some(Auth)),
+            (
+                "Head \"http://127.0.0.1:15000/v2/exp/standin/manifests/v1\": no basic auth credentials",
+                Some(Auth),
+            ),
+            (
+                "Get \"https://registry-1.docker.io/v2/\": unauthorized: incorrect username or password",
+                Some(Auth),
+            ),
+            (
+                "toomanyrequests: You have reached your pull rate limit. You may increase the limit by authenticating and upgrading: https://www.docker.com/increase-rate-limit",
+                Some(RateLimited),
+            ),
+            (
+                "error parsing HTTP 429 response body: invalid character '<' looking for beginning of value: \"<html>\\r\\n<head><title>429 Too Many Requests</title></head>\"",
+                Some(RateLimited),
+            ),
+            (
+                "pull access denied for org/private, repository does not exist or may require 'docker login': denied: requested access to the resource is denied",
+                None,
+            ),
+            (
+                "manifest for 127.0.0.1:15000/exp/standin:v9 not found: manifest unknown: manifest unknown",
+                None,
+            ),
+        ] {
+            assert_eq!(registry_refusal(msg), want, "{msg}");
+            let class = classify_pull_error(msg);
+            match want {
+                Some(_) => assert!(matches!(class, ImageError::Other(_)), "{msg}"),
+                None => assert!(matches!(class, ImageError::Missing(_)), "{msg}"),
+            }
+        }
     }
 }

@@ -2,27 +2,31 @@
 //! image (inspect → disk check → pull with progress) → prep container for fix recipes and
 //! agent patches, committed to an image → the run container (labelled; GPUs, shm/ipc, HF
 //! cache, token, server port on 127.0.0.1) → server ready on `/health` + `/v1/models`
-//! (serving) → the benchmark by exec, exactly as written → teardown. Stages mirror the sim.
+//! (serving) → the benchmark by exec, as made runnable for this image (`invoke`: probe the
+//! interpreter, learn the client's flags, recorded rewrites) → teardown. Stages mirror the sim.
 
+pub mod auth;
+pub mod build;
 pub mod container;
+mod derive;
 pub mod doctor;
 pub mod exec;
 pub mod health;
 pub mod image;
+pub mod invoke;
 pub mod recipes;
 pub mod results;
 pub mod secrets;
+pub mod stock;
 pub mod upload;
+mod weights;
 
 use super::{RunEnd, RunJob, RunReport, RunSink, Runtime, RuntimeMsg};
 use crate::model::{Pipe, Stage, Stream};
-use crate::plan::command::Launcher;
-use crate::plan::{CommandView, Plan};
+use crate::plan::Plan;
 use async_trait::async_trait;
 use bollard::models::ContainerConfig;
-use bollard::query_parameters::{
-    CommitContainerOptions, RemoveImageOptions, UploadToContainerOptions,
-};
+use bollard::query_parameters::{CommitContainerOptions, RemoveImageOptions};
 use bollard::Docker;
 use exec::LineOut;
 use futures_util::StreamExt;
@@ -52,26 +56,24 @@ pub struct DockerConfig {
     /// toolkit (the stand-in tests): the scheduler still accounts GPUs, containers get none.
     pub gpu_requests: bool,
     pub secrets: Secrets,
+    /// `[datasets]`: name → host path, mounted read-only where a command needs them.
+    pub datasets: std::collections::BTreeMap<String, PathBuf>,
+    /// Fetch model weights into `hf_cache` before the server starts (None: the server
+    /// fetches its own, as vLLM does by default).
+    pub weights: Option<crate::prefetch::Hub>,
+    /// The smallest GPU's memory (NVML), for the weights-fit check.
+    pub gpu_mem_per_gpu: Option<u64>,
+    /// Bring images onto the box ahead of their runs (the engine then starts a run only
+    /// once its image is here), and remove those no remaining run needs for room.
+    pub prefetch: bool,
+    /// Images built from source where an overlay cannot make them.
+    pub build: build::BuildConfig,
 }
 
 /// vLLM images are 17–22 GB; a pull needs room to download and extract.
 pub const DEFAULT_MIN_FREE_BYTES: u64 = 25_000_000_000;
 
-/// `~/x` → `$HOME/x`; relative paths are relative to the plan file.
-pub fn expand_path(p: &str, base: &Path) -> PathBuf {
-    let p = if let Some(rest) = p.strip_prefix("~/") {
-        std::env::var_os("HOME")
-            .map(|h| PathBuf::from(h).join(rest))
-            .unwrap_or_else(|| PathBuf::from(p))
-    } else {
-        PathBuf::from(p)
-    };
-    if p.is_absolute() {
-        p
-    } else {
-        base.join(p)
-    }
-}
+pub use crate::plan::expand_path;
 
 impl DockerConfig {
     pub fn from_plan(plan: &Plan) -> Self {
@@ -90,6 +92,22 @@ impl DockerConfig {
             stop_grace_s: 10,
             gpu_requests: true,
             secrets: Secrets::from_env(),
+            datasets: plan.datasets.clone(),
+            weights: d
+                .fetch_weights
+                .then(|| {
+                    crate::prefetch::Hub::from_env(
+                        d.hf_cache
+                            .as_deref()
+                            .map(|p| expand_path(p, &base))
+                            .as_deref(),
+                    )
+                    .ok()
+                })
+                .flatten(),
+            gpu_mem_per_gpu: None,
+            prefetch: true,
+            build: build::BuildConfig::default(),
         }
     }
 }
@@ -101,6 +119,9 @@ pub struct DockerRuntime {
     /// Docker's root directory (for the free-space check) when the engine reports it.
     ready: tokio::sync::OnceCell<Option<PathBuf>>,
     recipes: Arc<dyn RecipeSteps>,
+    caches: invoke::Caches,
+    /// Where pulls find registry credentials (the operator's Docker config by default).
+    auth: auth::DockerAuth,
 }
 
 /// Connect to the local engine and agree on an API version (Debian's 20.10 speaks 1.41;
@@ -108,114 +129,6 @@ pub struct DockerRuntime {
 pub async fn connect() -> anyhow::Result<Docker> {
     let d = Docker::connect_with_local_defaults()?;
     Ok(d.negotiate_version().await?)
-}
-
-/// Server flags among a serving benchmark's flags: these configure the vLLM server the
-/// benchmark talks to, so they are passed to it (the benchmark command itself still runs
-/// exactly as written). Everything else is a client flag. Kept explicit on purpose.
-pub const SERVER_FLAGS: &[&str] = &[
-    "--tensor-parallel-size",
-    "-tp",
-    "--pipeline-parallel-size",
-    "-pp",
-    "--data-parallel-size",
-    "--dtype",
-    "--max-model-len",
-    "--enable-prefix-caching",
-    "--no-enable-prefix-caching",
-    "--enable-chunked-prefill",
-    "--gpu-memory-utilization",
-    "--enforce-eager",
-    "--quantization",
-    "--kv-cache-dtype",
-    "--trust-remote-code",
-    "--max-num-seqs",
-    "--max-num-batched-tokens",
-    "--block-size",
-    "--swap-space",
-    "--load-format",
-    "--tokenizer-mode",
-    "--speculative-model",
-    "--num-speculative-tokens",
-    "--speculative-config",
-    "--use-v2-block-manager",
-    "--num-scheduler-steps",
-    "--max-seq-len-to-capture",
-    "--distributed-executor-backend",
-    "--compilation-config",
-    "--attention-backend",
-    "--enable-expert-parallel",
-    "--disable-custom-all-reduce",
-    "--served-model-name",
-];
-
-/// Server port: the benchmark's `--port` (it runs in the same container), else vLLM's 8000.
-pub fn server_port(view: &CommandView) -> u16 {
-    view.flags
-        .iter()
-        .find(|f| f.name == "--port")
-        .and_then(|f| f.value.as_deref()?.parse().ok())
-        .unwrap_or(8000)
-}
-
-fn version_at_least(v: Option<&str>, want: (u32, u32, u32)) -> bool {
-    let Some(v) = v else { return false };
-    let mut it = v
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<u32>().unwrap_or(0));
-    let got = (
-        it.next().unwrap_or(0),
-        it.next().unwrap_or(0),
-        it.next().unwrap_or(0),
-    );
-    got >= want
-}
-
-/// The vLLM OpenAI server's command line for a serving run: `vllm serve M` where the era
-/// has it (v0.5.2+, known version), else `python3 -m vllm.entrypoints.openai.api_server`.
-pub fn server_command(job: &RunJob, port: u16) -> Vec<String> {
-    let model = job
-        .view
-        .model
-        .clone()
-        .or_else(|| job.model.clone())
-        .unwrap_or_else(|| "facebook/opt-125m".into());
-    let mut cmd: Vec<String> = if version_at_least(job.vllm_version.as_deref(), (0, 5, 2)) {
-        vec!["vllm".into(), "serve".into(), model]
-    } else {
-        vec![
-            "python3".into(),
-            "-m".into(),
-            "vllm.entrypoints.openai.api_server".into(),
-            "--model".into(),
-            model,
-        ]
-    };
-    cmd.extend(["--port".to_string(), port.to_string()]);
-    for f in &job.view.flags {
-        let name = match f.name.as_str() {
-            "--tp" | "--tp-size" => "--tensor-parallel-size",
-            n => n,
-        };
-        if SERVER_FLAGS.contains(&name) {
-            cmd.push(name.to_string());
-            if let Some(v) = &f.value {
-                cmd.push(v.clone());
-            }
-        }
-    }
-    cmd
-}
-
-/// Does the command run a script from vLLM's `benchmarks/` folder (absent from images)?
-pub fn needs_benchmarks(view: &CommandView) -> bool {
-    match &view.launcher {
-        Launcher::Script { script, .. } => {
-            script.starts_with("benchmarks/") || script.contains("/benchmarks/")
-        }
-        _ => false,
-    }
 }
 
 /// Keeps a container alive without a server (prep containers, offline benchmarks).
@@ -308,6 +221,8 @@ impl DockerRuntime {
             cfg,
             ready: tokio::sync::OnceCell::new(),
             recipes: Arc::new(crate::diagnose::RecipeBook::builtin()),
+            caches: invoke::Caches::default(),
+            auth: auth::DockerAuth::from_env(),
         })
     }
 
@@ -337,6 +252,13 @@ impl DockerRuntime {
     /// Another recipe source (the operator's RecipeBook with overrides, or a test's).
     pub fn with_recipes(mut self, recipes: Arc<dyn RecipeSteps>) -> Self {
         self.recipes = recipes;
+        self
+    }
+
+    /// Another Docker config for registry credentials (default: `$DOCKER_CONFIG`, else
+    /// `~/.docker/config.json`, read at each pull).
+    pub fn with_registry_auth(mut self, auth: auth::DockerAuth) -> Self {
+        self.auth = auth;
         self
     }
 
@@ -395,7 +317,7 @@ impl DockerRuntime {
         // A stalled registry must not hold a run (and its GPUs) forever.
         let pulled = tokio::time::timeout(
             PULL_TIMEOUT,
-            clock.wait(image::pull(&self.docker, image, sink)),
+            clock.wait(image::pull(&self.docker, image, &self.auth, sink)),
         );
         let Ok(pulled) = pulled.await else {
             return Err(RunEnd::Timeout {
@@ -456,15 +378,15 @@ impl DockerRuntime {
         Ok(name)
     }
 
-    /// Commit `container` as `repo:tag`, keeping the base image's entrypoint and command
+    /// Commit `container` as `repo:tag` (one argument: they name one reference), keeping the base image's entrypoint and command
     /// (not the keeper's).
     async fn commit(
         &self,
         container: &str,
-        repo: &str,
-        tag: &str,
+        (repo, tag): (&str, &str),
         base: &image::ImageInfo,
         comment: &str,
+        made_for: &str,
         clock: &Clock,
     ) -> Result<(), RunEnd> {
         clock
@@ -480,6 +402,8 @@ impl DockerRuntime {
                 ContainerConfig {
                     entrypoint: base.entrypoint.clone(),
                     cmd: base.cmd.clone(),
+                    // Eviction removes it with the plan image it stands for.
+                    labels: Some([(stock::MADE_FOR.to_string(), made_for.to_string())].into()),
                     ..Default::default()
                 },
             ))
@@ -555,10 +479,10 @@ impl DockerRuntime {
             }
             self.commit(
                 &name,
-                &repo,
-                &tag,
+                (&repo, &tag),
                 base,
                 &format!("nightshift fix: {}", names.join(", ")),
+                &job.image,
                 clock,
             )
             .await?;
@@ -628,15 +552,7 @@ impl DockerRuntime {
                 let (dir, file) = dest.rsplit_once('/').unwrap_or(("/", dest.as_str()));
                 let dir = if dir.is_empty() { "/" } else { dir };
                 let tar = upload::single_file_tar(file, &data).map_err(|e| fail(e.to_string()))?;
-                clock
-                    .wait(self.docker.upload_to_container(
-                        name,
-                        Some(UploadToContainerOptions {
-                            path: dir.to_string(),
-                            ..Default::default()
-                        }),
-                        bollard::body_full(tar.into()),
-                    ))
+                self.upload(name, dir, tar, clock)
                     .await
                     .map_err(|e| fail(format!("copying {path} to {dest}: {e}")))?;
                 self.dlog(
@@ -723,28 +639,47 @@ impl DockerRuntime {
             })
             .await;
         }
+        if let Some(built) = self.patch_build(job, image, sink, lo, clock).await? {
+            return Ok(built);
+        }
         let name = self.prep_container(job, image, "patch", lo, clock).await?;
         let tar = upload::single_file_tar("nightshift-agent.patch", &data)
             .map_err(|e| err(Stage::StartingContainer, e))?;
-        clock
-            .wait(self.docker.upload_to_container(
+        self.upload(&name, "/tmp", tar, clock).await.map_err(|e| {
+            err(
+                Stage::StartingContainer,
+                format!("uploading the patch: {e}"),
+            )
+        })?;
+        // The plan's patch_dir where the image has it (ISO-Bench baselines: the editable
+        // tree); else the installed package's parent (a baseline derived by overlay keeps
+        // vLLM where the human image had it).
+        let configured = match &job.patch_dir {
+            Some(d) => exec::capture(
+                &self.docker,
                 &name,
-                Some(UploadToContainerOptions {
-                    path: "/tmp".into(),
-                    ..Default::default()
-                }),
-                bollard::body_full(tar.into()),
-            ))
+                vec!["test".into(), "-d".into(), d.clone()],
+                Vec::new(),
+            )
             .await
-            .map_err(|e| {
-                err(
-                    Stage::StartingContainer,
-                    format!("uploading the patch: {e}"),
-                )
-            })?;
-        let dir = match &job.patch_dir {
-            Some(d) => d.clone(),
-            None => self.vllm_parent_dir(&name, sink, clock).await,
+            .is_ok_and(|(code, _)| code == 0)
+            .then(|| d.clone()),
+            None => None,
+        };
+        let dir = match configured {
+            Some(d) => d,
+            None => {
+                let d = self.vllm_parent_dir(&name, sink, clock).await;
+                if let Some(p) = &job.patch_dir {
+                    self.dlog(
+                        sink,
+                        Pipe::Stdout,
+                        format!("{p} is not in this image: the patch applies where vllm is installed ({d})"),
+                    )
+                    .await;
+                }
+                d
+            }
         };
         let p = "/tmp/nightshift-agent.patch";
         let script = format!(
@@ -786,8 +721,15 @@ impl DockerRuntime {
         let (repo, tag) = image::patched_ref(&job.sweep, &job.key, job.attempt);
         let patched = format!("{repo}:{tag}");
         lo.lock().unwrap().images.push(patched.clone());
-        self.commit(&name, &repo, &tag, base, "nightshift agent patch", clock)
-            .await?;
+        self.commit(
+            &name,
+            (&repo, &tag),
+            base,
+            "nightshift agent patch",
+            &job.image,
+            clock,
+        )
+        .await?;
         self.remove_now(&name, lo, clock).await;
         Ok(patched)
     }
@@ -823,7 +765,7 @@ impl DockerRuntime {
             };
         }
         sink.stage(Stage::PreparingImage).await;
-        let info = tryr!(self.prepare_image(&job.image, sink, clock).await);
+        let (mut image, info) = tryr!(self.obtain_image(job, sink, lo, clock).await);
         sink.send(RuntimeMsg::Provenance {
             key: "image_id".into(),
             value: info.id.clone(),
@@ -837,40 +779,31 @@ impl DockerRuntime {
             .await;
         }
         sink.stage(Stage::StartingContainer).await;
-        let mut image = job.image.clone();
         if !job.fixes.is_empty() {
             image = tryr!(self.apply_fixes(job, &image, &info, sink, lo, clock).await);
         }
         if job.variant.agent_id().is_some() {
             image = tryr!(self.apply_patch(job, &image, &info, sink, lo, clock).await);
         }
-        let bench_tar = if needs_benchmarks(&job.view) {
-            let Some(src) = &self.cfg.vllm_src else {
-                return RunReport::new(err(
-                    Stage::StartingContainer,
-                    "the command runs a script from benchmarks/, which vLLM images do not contain; set `vllm_src` in the plan's [defaults] to a local vLLM git clone",
-                ));
-            };
-            let commit = self.benchmarks_commit(job);
-            Some(tryr!(upload::benchmarks_tar(src, commit).await.map_err(
-                |e| err(Stage::StartingContainer, format!("{e:#}"))
-            )))
-        } else {
-            None
+        let setup = tryr!(self.setup(job, &image, sink, lo, clock).await);
+        let weights_env = match setup.invocation.model.as_deref().or(job.model.as_deref()) {
+            Some(m) => tryr!(self.ensure_weights(job, m, sink, clock).await),
+            None => Vec::new(),
         };
-        let workdir = info.workdir.clone().unwrap_or_else(|| "/".into());
+        let workdir = setup.facts.workdir.clone();
         let serving = job.kind.needs_server();
-        let port = serving.then(|| server_port(&job.view));
-        let entrypoint = match port {
-            Some(p) => server_command(job, p),
+        let port = serving.then_some(setup.invocation.port);
+        let entrypoint = match &setup.resolved.server_argv {
+            Some(argv) => argv.clone(),
             None => keeper(),
         };
         let mut env: Vec<String> = job.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         if serving {
             // The command's env prefix configures vLLM (e.g. an attention backend): the
-            // server gets it too. The benchmark gets it from the command as written.
-            env.extend(job.view.env.iter().map(|(k, v)| format!("{k}={v}")));
+            // server gets it too, as does the benchmark (by exec).
+            env.extend(setup.env.iter().cloned());
         }
+        env.extend(weights_env);
         env.extend(self.cfg.secrets.container_env());
         let mut binds = Vec::new();
         if let Some(h) = &self.cfg.hf_cache {
@@ -880,6 +813,7 @@ impl DockerRuntime {
                 container::HF_CACHE_IN_CONTAINER
             ));
         }
+        binds.extend(invoke::dataset_binds(&setup.invocation));
         let ipc = self.cfg.ipc.clone();
         let shm_size = if ipc.as_deref() == Some("host") {
             None
@@ -919,16 +853,9 @@ impl DockerRuntime {
             ),
         )
         .await;
-        if let Some(tar) = bench_tar {
-            tryr!(clock
-                .wait(self.docker.upload_to_container(
-                    &name,
-                    Some(UploadToContainerOptions {
-                        path: workdir.clone(),
-                        ..Default::default()
-                    }),
-                    bollard::body_full(tar.into()),
-                ))
+        if let Some(tar) = setup.bench_tar.clone() {
+            tryr!(self
+                .upload(&name, &workdir, tar, clock)
                 .await
                 .map_err(|e| err(
                     Stage::StartingContainer,
@@ -1043,11 +970,14 @@ impl DockerRuntime {
         }
         let t_bench = Instant::now();
         let mut out = self.out(sink, Stream::Bench);
-        let bench = exec::run(
+        let mut bench_env = setup.env.clone();
+        bench_env.extend(job.env.iter().map(|(k, v)| format!("{k}={v}")));
+        let bench = exec::run_with_env(
             &self.docker,
             &name,
-            vec!["sh".into(), "-c".into(), job.command.clone()],
+            setup.resolved.bench_argv.clone(),
             Some(workdir),
+            bench_env,
             &mut out,
         );
         let end = tokio::select! {
@@ -1190,6 +1120,15 @@ impl DockerRuntime {
 }
 
 /// GPUs NVML sees (0 without a driver: runs that need GPUs then wait, 0-GPU runs proceed).
+/// The smallest GPU's total memory, for the weights-fit check (None without NVML).
+pub fn min_gpu_memory() -> Option<u64> {
+    let nvml = nvml_wrapper::Nvml::init().ok()?;
+    (0..nvml.device_count().ok()?)
+        .filter_map(|i| nvml.device_by_index(i).ok()?.memory_info().ok())
+        .map(|m| m.total)
+        .min()
+}
+
 pub fn visible_gpus() -> u32 {
     nvml_wrapper::Nvml::init()
         .and_then(|n| n.device_count())
@@ -1198,7 +1137,7 @@ pub fn visible_gpus() -> u32 {
 
 /// For `nightshift run --runtime docker`: check that Docker answers (with a hint when it
 /// does not), then build the runtime from the plan. Err is the exit status.
-pub fn for_cli(plan: &Plan) -> Result<Arc<dyn Runtime>, i32> {
+pub fn for_cli(plan: &Plan, opts: &crate::cli::DockerOptions) -> Result<Arc<dyn Runtime>, i32> {
     let check = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -1210,6 +1149,25 @@ pub fn for_cli(plan: &Plan) -> Result<Arc<dyn Runtime>, i32> {
         return Err(1);
     }
     let mut cfg = DockerConfig::from_plan(plan);
+    cfg.gpu_mem_per_gpu = min_gpu_memory();
+    cfg.min_free_bytes = opts.min_free_bytes;
+    cfg.build = opts.build.clone();
+    if let Some(f) = &opts.build_dockerfile {
+        match std::fs::read_to_string(f) {
+            Ok(t) if t.contains("{base}") => cfg.build.dockerfile = t,
+            Ok(_) => {
+                eprintln!(
+                    "error: {}: a build template must start from {{base}} (e.g. `FROM {{base}}`)",
+                    f.display()
+                );
+                return Err(2);
+            }
+            Err(e) => {
+                eprintln!("error: --build-dockerfile {}: {e}", f.display());
+                return Err(2);
+            }
+        }
+    }
     if visible_gpus() == 0 {
         eprintln!("nightshift: NVML sees no GPU: containers get no GPU device requests (stand-in / test mode)");
         cfg.gpu_requests = false;
@@ -1242,6 +1200,30 @@ impl Runtime for DockerRuntime {
         Ok(lines)
     }
 
+    fn prefetches(&self) -> bool {
+        self.cfg.prefetch
+    }
+
+    async fn fetch_image(
+        &self,
+        job: RunJob,
+        sink: RunSink,
+        cancel: CancellationToken,
+    ) -> Result<(), RunEnd> {
+        self.fetch(job, sink, cancel).await
+    }
+
+    async fn image_stock(
+        &self,
+        images: &[String],
+    ) -> (Option<u64>, std::collections::BTreeMap<String, u64>) {
+        self.stock(images).await
+    }
+
+    async fn evict_image(&self, image: &str) -> Result<u64, String> {
+        self.evict(image).await
+    }
+
     async fn execute(&self, job: RunJob, sink: RunSink, cancel: CancellationToken) -> RunReport {
         let lo = Mutex::new(Leftovers::default());
         let clock = Clock::default();
@@ -1258,6 +1240,7 @@ impl Runtime for DockerRuntime {
             RunEnd::ImageMissing { message }
             | RunEnd::DiskFull { message }
             | RunEnd::PatchFailed { message }
+            | RunEnd::NeedsBuild { message }
             | RunEnd::Error { message, .. } => *message = self.cfg.secrets.redact(message),
             _ => {}
         }
@@ -1280,74 +1263,5 @@ impl Runtime for DockerRuntime {
         )
         .await;
         report
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn job(cmd: &str, version: Option<&str>) -> RunJob {
-        let view = CommandView::parse(cmd).unwrap();
-        RunJob {
-            run: crate::model::RunId(0),
-            attempt: 1,
-            key: "k".into(),
-            sweep: "s".into(),
-            commit: "c".into(),
-            parent: None,
-            variant: crate::model::Variant::Human,
-            image: "i".into(),
-            model: None,
-            command: cmd.into(),
-            kind: view.kind.unwrap_or(crate::plan::BenchKind::Serving),
-            view,
-            gpus: vec![],
-            server_start_timeout: Duration::from_secs(1),
-            run_timeout: Duration::from_secs(1),
-            env: Default::default(),
-            fixes: vec![],
-            patch: None,
-            patch_dir: None,
-            vllm_version: version.map(Into::into),
-            sim: None,
-            seed: 0,
-        }
-    }
-
-    #[test]
-    fn server_command_takes_server_flags_only() {
-        let j = job(
-            "python benchmarks/benchmark_serving.py --model m/x --tp 2 --num-prompts 10 --enable-prefix-caching --dtype half",
-            Some("0.8.5"),
-        );
-        assert_eq!(
-            server_command(&j, 8000),
-            [
-                "vllm",
-                "serve",
-                "m/x",
-                "--port",
-                "8000",
-                "--tensor-parallel-size",
-                "2",
-                "--enable-prefix-caching",
-                "--dtype",
-                "half"
-            ]
-        );
-        let j = job(
-            "python benchmarks/benchmark_serving.py --model m --port 9000",
-            Some("0.4.2"),
-        );
-        assert_eq!(server_port(&j.view), 9000);
-        assert_eq!(
-            server_command(&j, 9000)[..3],
-            ["python3", "-m", "vllm.entrypoints.openai.api_server"]
-        );
-        assert!(needs_benchmarks(&j.view));
-        assert!(!needs_benchmarks(
-            &job("vllm bench serve --model m", None).view
-        ));
     }
 }

@@ -1,0 +1,77 @@
+//! The plan's `[datasets]` table and the before-the-night view of how each commit's command
+//! is made runnable (era tables only; the runtime re-plans with each image's own client).
+
+use super::{Builder, SourceFile};
+use crate::diagnose::predict::PyVersion;
+use crate::plan::{BenchKind, CommandView};
+use crate::rewrite::{self, Facts, Invocation, Refusal};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const DATASET_HINT: &str =
+    "`nightshift prefetch PLAN` downloads ShareGPT; or set its path under [datasets]";
+
+/// `~/x` → `$HOME/x`; relative paths are relative to `base` (the plan's folder).
+pub fn expand_path(p: &str, base: &Path) -> PathBuf {
+    let p = match p.strip_prefix("~/") {
+        Some(rest) => std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(rest))
+            .unwrap_or_else(|| PathBuf::from(p)),
+        None => PathBuf::from(p),
+    };
+    if p.is_absolute() {
+        p
+    } else {
+        base.join(p)
+    }
+}
+
+impl Builder {
+    pub(super) fn datasets(
+        &mut self,
+        raw: &super::raw::RawPlan,
+        src: &SourceFile,
+        base: &Path,
+    ) -> BTreeMap<String, PathBuf> {
+        let Some(table) = &raw.datasets else {
+            return BTreeMap::new();
+        };
+        let mut out = BTreeMap::new();
+        for (name, path) in table.get_ref() {
+            if path.trim().is_empty() {
+                self.error(
+                    Some(src.loc(table.span().start)),
+                    None,
+                    "datasets",
+                    format!(
+                        "[datasets] {name}: empty path (expected a file or folder on this box)"
+                    ),
+                );
+                continue;
+            }
+            out.insert(name.clone(), expand_path(path.trim(), base));
+        }
+        out
+    }
+}
+
+/// The invocation the era tables predict for a commit's command.
+pub fn static_invocation(
+    view: &CommandView,
+    mode: Option<BenchKind>,
+    vllm_version: Option<&str>,
+    model: Option<&str>,
+    datasets: &BTreeMap<String, PathBuf>,
+) -> Result<Invocation, Refusal> {
+    let version = vllm_version.and_then(PyVersion::parse);
+    let kind = view.kind.or(mode).unwrap_or(BenchKind::Serving);
+    let tables = rewrite::tables(kind, version.as_ref());
+    let facts = Facts::from_tables(
+        view.kind.or(mode),
+        version.as_ref(),
+        &tables,
+        model,
+        datasets,
+    );
+    rewrite::plan(view, &facts)
+}

@@ -1,0 +1,197 @@
+//! What a benchmark client or a vLLM server accepts on its command line: a set of long
+//! options with their arity, learned from the program's own `--help` (argparse's format)
+//! or taken from the era tables in `eras.rs`.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// How many values an option takes (argparse's `nargs` as far as a rewrite cares).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arity {
+    /// `store_true` / `store_false` / BooleanOptionalAction.
+    Flag,
+    /// Exactly one value.
+    One,
+    /// `nargs='?'` (e.g. `--enable-chunked-prefill [ENABLE_CHUNKED_PREFILL]`).
+    Optional,
+    /// `nargs='*'` or `'+'`.
+    Many,
+}
+
+/// The options one program accepts. Names are stored in their dash spelling.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FlagSet {
+    pub options: BTreeMap<String, Arity>,
+    /// vLLM's FlexibleArgumentParser (v0.5.1+) also takes `--snake_case` spellings.
+    pub underscores: bool,
+}
+
+impl FlagSet {
+    /// From a whitespace-separated list; a trailing `?` marks a boolean flag, `*` many values.
+    pub fn from_list(list: &str, underscores: bool) -> FlagSet {
+        let mut options = BTreeMap::new();
+        for tok in list.split_whitespace() {
+            let (name, arity) = match tok.as_bytes().last() {
+                Some(b'?') => (&tok[..tok.len() - 1], Arity::Flag),
+                Some(b'*') => (&tok[..tok.len() - 1], Arity::Many),
+                Some(b'~') => (&tok[..tok.len() - 1], Arity::Optional),
+                _ => (tok, Arity::One),
+            };
+            options.insert(name.to_string(), arity);
+        }
+        FlagSet {
+            options,
+            underscores,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.options.is_empty()
+    }
+
+    pub fn extend(&mut self, other: &FlagSet) {
+        for (k, v) in &other.options {
+            self.options.entry(k.clone()).or_insert(*v);
+        }
+        self.underscores |= other.underscores;
+    }
+
+    pub fn accepts(&self, name: &str) -> bool {
+        self.options.contains_key(name)
+    }
+
+    pub fn arity(&self, name: &str) -> Option<Arity> {
+        self.options.get(name).copied()
+    }
+
+    /// Parse argparse's `--help` text. Only the option lines are read (the usage line may be
+    /// wrapped or abbreviated): an entry starts with two spaces and a dash, lists its
+    /// spellings separated by `, `, each optionally followed by a metavar.
+    pub fn from_help(text: &str) -> Option<FlagSet> {
+        let mut options = BTreeMap::new();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("  ") else {
+                continue;
+            };
+            if !rest.starts_with('-') || rest.starts_with("--- ") {
+                continue;
+            }
+            // The synopsis ends where the help text starts (two or more spaces).
+            let synopsis = rest.split("  ").next().unwrap_or(rest);
+            for part in split_spellings(synopsis) {
+                let mut words = part.splitn(2, ' ');
+                let name = words.next().unwrap_or("").trim();
+                if !name.starts_with('-') || name == "-h" || name == "--help" {
+                    continue;
+                }
+                if !name[1..]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+                {
+                    continue;
+                }
+                let metavar = words.next().unwrap_or("").trim();
+                let arity = if metavar.is_empty() {
+                    Arity::Flag
+                } else if metavar.starts_with('[') && metavar.contains("...") {
+                    Arity::Many
+                } else if metavar.starts_with('[') {
+                    Arity::Optional
+                } else if metavar.contains("...") || metavar.contains(' ') {
+                    Arity::Many
+                } else {
+                    Arity::One
+                };
+                options.insert(name.replace('_', "-"), arity);
+            }
+        }
+        if options.is_empty() {
+            return None;
+        }
+        // Help text gives no sign of FlexibleArgumentParser; vLLM's scripts adopted it in
+        // v0.5.1, and dash spellings (what rewrites emit) work everywhere.
+        Some(FlagSet {
+            options,
+            underscores: false,
+        })
+    }
+}
+
+/// `-tp TP, --tensor-parallel-size TP` → [`-tp TP`, `--tensor-parallel-size TP`]; commas
+/// inside a `{a,b}` choices metavar do not split.
+fn split_spellings(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    let b = s.as_bytes();
+    for i in 0..b.len() {
+        match b[i] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth -= 1,
+            b',' if depth == 0 && b.get(i + 1) == Some(&b' ') => {
+                out.push(s[start..i].trim());
+                start = i + 2;
+            }
+            _ => {}
+        }
+    }
+    out.push(s[start..].trim());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HELP: &str = "usage: benchmark_serving.py [-h] [--backend {tgi,vllm,openai}]
+                            [--base-url BASE_URL] [--host HOST]
+
+Benchmark the online serving throughput.
+
+options:
+  -h, --help            show this help message and exit
+  --backend {tgi,vllm,openai}
+  --host HOST
+  --port PORT
+  --dataset-name {sharegpt,sonnet,random,hf}
+                        Name of the dataset to benchmark on.
+  --use-beam-search
+  --metadata [KEY=VALUE ...]
+                        Key-value pairs
+  --goodput GOODPUT [GOODPUT ...]
+  -tp TENSOR_PARALLEL_SIZE, --tensor-parallel-size TENSOR_PARALLEL_SIZE
+  --enable-chunked-prefill [ENABLE_CHUNKED_PREFILL]
+  --enable-prefix-caching, --no-enable-prefix-caching
+                        Enables automatic prefix caching.
+";
+
+    #[test]
+    fn reads_argparse_help() {
+        let f = FlagSet::from_help(HELP).unwrap();
+        assert_eq!(f.arity("--backend"), Some(Arity::One));
+        assert_eq!(f.arity("--dataset-name"), Some(Arity::One));
+        assert_eq!(f.arity("--use-beam-search"), Some(Arity::Flag));
+        assert_eq!(f.arity("--metadata"), Some(Arity::Many));
+        assert_eq!(f.arity("--goodput"), Some(Arity::Many));
+        assert_eq!(f.arity("-tp"), Some(Arity::One));
+        assert_eq!(f.arity("--tensor-parallel-size"), Some(Arity::One));
+        assert_eq!(f.arity("--enable-chunked-prefill"), Some(Arity::Optional));
+        assert_eq!(f.arity("--no-enable-prefix-caching"), Some(Arity::Flag));
+        assert!(!f.accepts("--help"));
+        assert!(!f.accepts("--dtype"));
+    }
+
+    #[test]
+    fn help_without_options_is_none() {
+        assert!(FlagSet::from_help("DEPRECATED: This script has been moved").is_none());
+    }
+
+    #[test]
+    fn list_markers() {
+        let f = FlagSet::from_list("--a --b? --c* --d~", true);
+        assert_eq!(f.arity("--a"), Some(Arity::One));
+        assert_eq!(f.arity("--b"), Some(Arity::Flag));
+        assert_eq!(f.arity("--c"), Some(Arity::Many));
+        assert_eq!(f.arity("--d"), Some(Arity::Optional));
+    }
+}

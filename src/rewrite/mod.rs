@@ -1,0 +1,777 @@
+//! A perf command made runnable on an image. The command states the operator's intent;
+//! real images and clients need it adjusted (no bare `python`, a client that refuses engine
+//! flags, datasets that must be named, shims from v0.10.2). Every adjustment is a recorded
+//! [`Rewrite`]. Decisions that affect the measurement (which side gets a flag, the dataset,
+//! host and port) are made once per commit ([`plan`]) and shared by all its variants, so
+//! the comparison stays fair; only where things live in each image (interpreter, the
+//! benchmarks folder) is resolved per variant ([`Invocation::resolve`]). Pure.
+
+pub mod eras;
+pub mod flags;
+
+use crate::diagnose::predict::PyVersion;
+use crate::plan::command::{Flag, Launcher};
+use crate::plan::{BenchKind, CommandView};
+use flags::{Arity, FlagSet};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One recorded change to the command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rewrite {
+    /// `interpreter | script | cli | split | shared | spelling | dataset | host_port | model`
+    pub rule: String,
+    pub from: String,
+    pub to: String,
+    pub why: String,
+}
+
+impl std::fmt::Display for Rewrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} → {} ({})",
+            self.rule, self.from, self.to, self.why
+        )
+    }
+}
+
+fn rw(
+    rule: &str,
+    from: impl Into<String>,
+    to: impl Into<String>,
+    why: impl Into<String>,
+) -> Rewrite {
+    Rewrite {
+        rule: rule.into(),
+        from: from.into(),
+        to: to.into(),
+        why: why.into(),
+    }
+}
+
+/// What runs the benchmark.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "name", rename_all = "snake_case")]
+pub enum Program {
+    /// A script in the benchmarks folder (path relative to it).
+    Script(String),
+    /// `vllm bench <sub>`, run as `<interpreter> -m vllm.entrypoints.cli.main bench <sub>`.
+    Cli(String),
+}
+
+/// A host file or folder mounted read-only for the client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    pub name: String,
+    pub host: PathBuf,
+    pub container: String,
+}
+
+/// Where datasets are mounted inside a container.
+pub const DATASET_DIR: &str = "/nightshift/datasets";
+/// Stands for the benchmarks folder until a variant's is known (sonnet ships with it).
+const BENCH_DIR: &str = "@BENCHMARKS@";
+pub const SERVER_MODULE: &str = "vllm.entrypoints.openai.api_server";
+pub const CLI_MODULE: &str = "vllm.entrypoints.cli.main";
+
+/// Why a command cannot be made runnable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    /// A dataset is missing (the operator can provide it before the night) rather than a
+    /// command no client of this era accepts.
+    pub dataset: bool,
+    pub reason: String,
+}
+
+fn refuse(reason: impl Into<String>) -> Refusal {
+    Refusal {
+        dataset: false,
+        reason: reason.into(),
+    }
+}
+
+/// What is known about the client and server a commit's command will meet.
+#[derive(Debug, Clone)]
+pub struct Facts<'a> {
+    /// The commit's model (the server's `--model` when the command names none).
+    pub model: Option<&'a str>,
+    pub kind: Option<BenchKind>,
+    pub version: Option<&'a PyVersion>,
+    /// What the benchmark client accepts (learned from its `--help`, or the era table).
+    pub client: &'a FlagSet,
+    /// What the vLLM server accepts.
+    pub server: &'a FlagSet,
+    /// The scripts are shims that run nothing: use `vllm bench …`.
+    pub shim: bool,
+    /// `vllm bench …` exists in this era.
+    pub cli_bench: bool,
+    /// `[datasets]`: name → host path.
+    pub datasets: &'a BTreeMap<String, PathBuf>,
+}
+
+impl<'a> Facts<'a> {
+    /// Facts from the era tables alone (plan check, or nothing could be learned).
+    pub fn from_tables(
+        kind: Option<BenchKind>,
+        version: Option<&'a PyVersion>,
+        tables: &'a (FlagSet, FlagSet),
+        model: Option<&'a str>,
+        datasets: &'a BTreeMap<String, PathBuf>,
+    ) -> Facts<'a> {
+        Facts {
+            model,
+            kind,
+            version,
+            client: &tables.0,
+            server: &tables.1,
+            shim: eras::is_shim(version),
+            cli_bench: eras::has_cli_bench(kind.unwrap_or(BenchKind::Serving), version),
+            datasets,
+        }
+    }
+}
+
+/// The era tables for a kind and version: (client, server).
+pub fn tables(kind: BenchKind, version: Option<&PyVersion>) -> (FlagSet, FlagSet) {
+    (eras::client(kind, version), eras::server(version))
+}
+
+/// The per-commit decisions: which arguments go where, and every rewrite made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Invocation {
+    pub kind: BenchKind,
+    pub env: Vec<(String, String)>,
+    pub program: Program,
+    /// The command's launcher as written (for the interpreter rewrite's record).
+    pub launcher: String,
+    pub client_args: Vec<String>,
+    /// Engine/server flags (serving only), after `--model M --port P`.
+    pub server_args: Vec<String>,
+    pub model: Option<String>,
+    pub port: u16,
+    pub mounts: Vec<Mount>,
+    /// Hub dataset ids the client loads itself (from the Hub, or the HF cache offline).
+    #[serde(default)]
+    pub hub_datasets: Vec<String>,
+    pub rewrites: Vec<Rewrite>,
+}
+
+/// A variant's resolved command lines.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Resolved {
+    pub bench_argv: Vec<String>,
+    pub server_argv: Option<Vec<String>>,
+    /// Per-variant rewrites (interpreter, benchmarks folder), after the commit's.
+    pub rewrites: Vec<Rewrite>,
+}
+
+pub fn script_kind(base: &str) -> Option<BenchKind> {
+    match base {
+        "benchmark_serving.py" => Some(BenchKind::Serving),
+        "benchmark_throughput.py" => Some(BenchKind::Throughput),
+        "benchmark_latency.py" => Some(BenchKind::Latency),
+        "benchmark_prefix_caching.py" => Some(BenchKind::PrefixCaching),
+        _ => None,
+    }
+}
+
+fn cli_sub(kind: BenchKind) -> Option<&'static str> {
+    match kind {
+        BenchKind::Serving => Some("serve"),
+        BenchKind::Throughput => Some("throughput"),
+        BenchKind::Latency => Some("latency"),
+        BenchKind::PrefixCaching => None,
+    }
+}
+
+pub fn script_of(kind: BenchKind) -> String {
+    format!(
+        "benchmark_{}.py",
+        if kind == BenchKind::Serving {
+            "serving"
+        } else {
+            kind.as_str()
+        }
+    )
+}
+
+fn is_loopback(host: &str) -> bool {
+    matches!(
+        host,
+        "localhost" | "127.0.0.1" | "0.0.0.0" | "::1" | "[::1]"
+    )
+}
+
+/// `http://host:port/path` → (host, port).
+fn url_host_port(url: &str) -> Option<(String, Option<u16>)> {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let authority = rest.split('/').next()?;
+    match authority.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() => Some((h.to_string(), p.parse().ok())),
+        _ => Some((authority.to_string(), None)),
+    }
+}
+
+/// Decide how `view` runs for one commit. See the module docs.
+pub fn plan(view: &CommandView, facts: &Facts) -> Result<Invocation, Refusal> {
+    let mut rewrites = Vec::new();
+    let (mut program, launcher) = match &view.launcher {
+        Launcher::Script { python, script } => {
+            let base = script.rsplit('/').next().unwrap_or(script).to_string();
+            let rel = match script.split_once("benchmarks/") {
+                Some((pre, rel)) if pre.is_empty() || pre.ends_with('/') => rel.to_string(),
+                _ if script_kind(&base).is_some() => {
+                    rewrites.push(rw(
+                        "script",
+                        script.clone(),
+                        format!("benchmarks/{base}"),
+                        "the script is taken from vLLM's benchmarks folder at the variant's commit",
+                    ));
+                    base.clone()
+                }
+                _ => {
+                    return Err(refuse(format!(
+                        "`{script}` is not a script of vLLM's benchmarks folder"
+                    )))
+                }
+            };
+            (Program::Script(rel), python.clone())
+        }
+        Launcher::VllmBench { sub } => (Program::Cli(sub.clone()), "vllm".to_string()),
+        Launcher::Module { python, module } => {
+            return Err(refuse(format!(
+                "`{python} -m {module}` is not a benchmark this runner knows how to run"
+            )))
+        }
+        Launcher::Other { program } => {
+            return Err(refuse(format!(
+                "`{program}` is neither a Python benchmark script nor `vllm bench`"
+            )))
+        }
+    };
+    let Some(kind) = view.kind.or(facts.kind) else {
+        return Err(refuse("cannot tell which benchmark this command runs"));
+    };
+    match &program {
+        Program::Script(s) if facts.shim => {
+            if let Some(sub) = cli_sub(kind) {
+                rewrites.push(rw(
+                    "cli",
+                    format!("benchmarks/{s}"),
+                    format!("vllm bench {sub}"),
+                    "from v0.10.2 the benchmark scripts are shims that run nothing",
+                ));
+                program = Program::Cli(sub.into());
+            }
+        }
+        Program::Cli(sub) if !facts.cli_bench => {
+            let s = script_of(kind);
+            rewrites.push(rw(
+                "cli",
+                format!("vllm bench {sub}"),
+                format!("benchmarks/{s}"),
+                "`vllm bench` does not exist in this vLLM version",
+            ));
+            program = Program::Script(s);
+        }
+        _ => {}
+    }
+    if let Some(p) = view.positional.first() {
+        return Err(refuse(format!(
+            "stray argument `{p}`: the client would refuse it (unrecognized arguments)"
+        )));
+    }
+    let client_name = match &program {
+        Program::Script(s) => s.clone(),
+        Program::Cli(sub) => format!("vllm bench {sub}"),
+    };
+    let era = facts
+        .version
+        .map(|v| {
+            format!(
+                "vLLM {}",
+                v.release
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(".")
+            )
+        })
+        .unwrap_or_else(|| "in any era".into());
+    let serving = kind.needs_server();
+    let mut client: Vec<Flag> = Vec::new();
+    let mut server: Vec<Flag> = Vec::new();
+    let mut port: Option<u16> = None;
+    for f in &view.flags {
+        let mut name = f.name.clone();
+        if name.starts_with("--") && name.contains('_') {
+            let dashed = name.replace('_', "-");
+            rewrites.push(rw(
+                "spelling",
+                &name,
+                &dashed,
+                "dash spelling works in every era",
+            ));
+            name = dashed;
+        }
+        if matches!(name.as_str(), "--tp" | "--tp-size")
+            && !facts.client.accepts(&name)
+            && !facts.server.accepts(&name)
+        {
+            rewrites.push(rw(
+                "spelling",
+                &name,
+                "--tensor-parallel-size",
+                "vLLM's spelling",
+            ));
+            name = "--tensor-parallel-size".into();
+        }
+        if name == "--dataset"
+            && !facts.client.accepts("--dataset")
+            && facts.client.accepts("--dataset-path")
+        {
+            rewrites.push(rw(
+                "dataset",
+                "--dataset",
+                "--dataset-path",
+                "from v0.8.0 `--dataset` is ambiguous (--dataset-name, --dataset-path)",
+            ));
+            name = "--dataset-path".into();
+        }
+        let mut value = f.value.clone();
+        match name.as_str() {
+            "--port" if serving => {
+                let p = value
+                    .as_deref()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or_else(|| {
+                        refuse(format!(
+                            "--port {}: not a port number",
+                            value.clone().unwrap_or_default()
+                        ))
+                    })?;
+                port = Some(p);
+            }
+            "--host" if serving => {
+                if let Some(h) = value.as_deref().filter(|h| !is_loopback(h)) {
+                    rewrites.push(rw(
+                        "host_port",
+                        format!("--host {h}"),
+                        "--host 127.0.0.1",
+                        "the client runs beside its server, in the same container",
+                    ));
+                    value = Some("127.0.0.1".into());
+                }
+            }
+            "--base-url" if serving => {
+                if let Some((h, p)) = value.as_deref().and_then(url_host_port) {
+                    port = p.or(port);
+                    if !is_loopback(&h) {
+                        let to = format!("http://127.0.0.1:{}", p.unwrap_or(8000));
+                        rewrites.push(rw(
+                            "host_port",
+                            format!("--base-url {}", value.clone().unwrap_or_default()),
+                            format!("--base-url {to}"),
+                            "the client runs beside its server, in the same container",
+                        ));
+                        value = Some(to);
+                    }
+                }
+            }
+            _ => {}
+        }
+        if let (Some((_, allowed)), Some(v)) =
+            (eras::CHOICES.iter().find(|(n, _)| *n == name), &value)
+        {
+            if !allowed.contains(&v.as_str()) {
+                return Err(refuse(format!(
+                    "{name} {v}: invalid choice (choose from {})",
+                    allowed.join(", ")
+                )));
+            }
+        }
+        let flag = Flag {
+            name: name.clone(),
+            value,
+        };
+        // An older client's ShareGPT is `--dataset PATH`: `datasets` rewrites the name.
+        let in_client = facts.client.accepts(&name)
+            || (name == "--dataset-name" && facts.client.accepts("--dataset"));
+        let in_server = serving
+            && facts.server.accepts(&name)
+            && !matches!(name.as_str(), "--host" | "--port" | "--model");
+        match (in_client, in_server) {
+            (true, true) if eras::SHARED.contains(&name.as_str()) => {
+                rewrites.push(rw("shared", &name, format!("{name} (client and server)"), "both sides need it for the same run"));
+                client.push(flag.clone());
+                server.push(flag);
+            }
+            (true, _) => client.push(flag),
+            (false, true) => {
+                rewrites.push(rw(
+                    "split",
+                    shown(&flag),
+                    format!("server: {}", shown(&flag)),
+                    format!("{client_name} does not accept {name}; it configures the vLLM server"),
+                ));
+                server.push(flag);
+            }
+            (false, false) if serving => {
+                return Err(refuse(format!(
+                    "{name} is accepted neither by {client_name} nor by the vLLM server ({era}){}",
+                    hint(&name)
+                )))
+            }
+            (false, false) => {
+                return Err(refuse(format!(
+                    "{name} is not accepted by {client_name} ({era}), which runs the engine in-process{}",
+                    hint(&name)
+                )))
+            }
+        }
+    }
+    let model = view
+        .model
+        .clone()
+        .or_else(|| facts.model.map(str::to_string));
+    if facts.client.accepts("--model") && !client.iter().any(|f| f.name == "--model") {
+        if let Some(m) = &model {
+            rewrites.push(rw(
+                "model",
+                "(no --model)",
+                format!("--model {m}"),
+                "the client needs the served model's name and tokenizer",
+            ));
+            client.insert(
+                0,
+                Flag {
+                    name: "--model".into(),
+                    value: Some(m.clone()),
+                },
+            );
+        }
+    }
+    let mut hub_datasets = Vec::new();
+    let mounts = datasets(kind, &mut client, facts, &mut rewrites, &mut hub_datasets)?;
+    Ok(Invocation {
+        kind,
+        env: view.env.clone(),
+        program,
+        launcher,
+        client_args: flatten(&client, facts.client),
+        server_args: if serving {
+            flatten(&server, facts.server)
+        } else {
+            Vec::new()
+        },
+        model,
+        port: port.unwrap_or(8000),
+        mounts,
+        hub_datasets,
+        rewrites,
+    })
+}
+
+fn shown(f: &Flag) -> String {
+    match &f.value {
+        Some(v) => format!("{} {v}", f.name),
+        None => f.name.clone(),
+    }
+}
+
+fn hint(name: &str) -> &'static str {
+    match name {
+        "--input-len" | "--output-len" => " (a serving run sets lengths with --dataset-name random --random-input-len/--random-output-len)",
+        "--batch-size" => " (a serving run sets load with --max-concurrency or --request-rate)",
+        "--multi-step" => " (multi-step scheduling is the server's --num-scheduler-steps)",
+        _ => "",
+    }
+}
+
+/// Flags back to argv. A boolean flag whose command carried a word after it keeps that
+/// word only where the option takes one.
+fn flatten(flags: &[Flag], set: &FlagSet) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in flags {
+        out.push(f.name.clone());
+        if let Some(v) = &f.value {
+            if set.arity(&f.name) != Some(Arity::Flag) {
+                out.push(v.clone());
+            }
+        }
+    }
+    out
+}
+
+fn value_of<'a>(flags: &'a [Flag], name: &str) -> Option<&'a str> {
+    flags
+        .iter()
+        .rev()
+        .find(|f| f.name == name)
+        .and_then(|f| f.value.as_deref())
+}
+
+fn set_value(flags: &mut Vec<Flag>, name: &str, value: String) {
+    match flags.iter_mut().rev().find(|f| f.name == name) {
+        Some(f) => f.value = Some(value),
+        None => flags.push(Flag {
+            name: name.into(),
+            value: Some(value),
+        }),
+    }
+}
+
+const SHAREGPT_HINT: &str = "set `sharegpt = \"/path/ShareGPT_V3_unfiltered_cleaned_split.json\"` under [datasets] (`nightshift prefetch PLAN` downloads it)";
+
+fn mount_for(name: &str, host: &Path) -> Mount {
+    let base = host
+        .file_name()
+        .map(|b| b.to_string_lossy().into_owned())
+        .unwrap_or_else(|| name.to_string());
+    Mount {
+        name: name.into(),
+        host: host.to_path_buf(),
+        container: format!("{DATASET_DIR}/{base}"),
+    }
+}
+
+/// The dataset the client will open: named ones are mounted, the era's default applied.
+fn datasets(
+    kind: BenchKind,
+    client: &mut Vec<Flag>,
+    facts: &Facts,
+    rewrites: &mut Vec<Rewrite>,
+    hub: &mut Vec<String>,
+) -> Result<Vec<Mount>, Refusal> {
+    let mut mounts = Vec::new();
+    let sharegpt = facts.datasets.get("sharegpt");
+    let missing = |what: &str| Refusal {
+        dataset: true,
+        reason: format!("{what}: {SHAREGPT_HINT}"),
+    };
+    let path_flag = if facts.client.accepts("--dataset-path") {
+        "--dataset-path"
+    } else {
+        "--dataset"
+    };
+    let name = value_of(client, "--dataset-name").map(str::to_string);
+    let path = value_of(client, "--dataset-path")
+        .or(value_of(client, "--dataset"))
+        .map(str::to_string);
+    let modern = facts.client.accepts("--dataset-name");
+    if name.is_some() && !modern {
+        // An older client: ShareGPT is `--dataset PATH`; other names did not exist yet.
+        if name.as_deref() != Some("sharegpt") || !facts.client.accepts("--dataset") {
+            return Err(refuse(format!(
+                "--dataset-name is not accepted by this era's {} client",
+                kind.as_str()
+            )));
+        }
+        client.retain(|f| f.name != "--dataset-name");
+        rewrites.push(rw(
+            "dataset",
+            "--dataset-name sharegpt",
+            "--dataset PATH",
+            "before v0.8.0 this client takes ShareGPT as --dataset PATH",
+        ));
+    }
+    let effective = match (&name, kind) {
+        (Some(n), _) => Some(n.as_str()),
+        (None, BenchKind::Serving)
+            if path.is_some() || modern || eras::dataset_required(facts.client) =>
+        {
+            Some("sharegpt")
+        }
+        (None, _) if path.is_some() => Some("sharegpt"),
+        _ => None,
+    };
+    match effective {
+        Some("sharegpt") => {
+            let Some(host) = sharegpt else {
+                return Err(missing(if path.is_some() {
+                    "the ShareGPT file the command names is not on this box"
+                } else {
+                    "the command names no dataset, so the client opens ShareGPT"
+                }));
+            };
+            let m = mount_for("sharegpt", host);
+            let from = path
+                .clone()
+                .map(|p| format!("{path_flag} {p}"))
+                .unwrap_or_else(|| "(no dataset path)".into());
+            if path.as_deref() != Some(m.container.as_str()) {
+                rewrites.push(rw(
+                    "dataset",
+                    from,
+                    format!("{path_flag} {}", m.container),
+                    format!(
+                        "ShareGPT from [datasets] ({}), mounted read-only",
+                        host.display()
+                    ),
+                ));
+                client.retain(|f| f.name != "--dataset" || path_flag == "--dataset");
+                set_value(client, path_flag, m.container.clone());
+            }
+            mounts.push(m);
+        }
+        Some("sonnet") => {
+            if let Some(host) = facts.datasets.get("sonnet") {
+                let m = mount_for("sonnet", host);
+                rewrites.push(rw(
+                    "dataset",
+                    path.clone().unwrap_or_else(|| "(no dataset path)".into()),
+                    format!("--dataset-path {}", m.container),
+                    "sonnet from [datasets], mounted read-only",
+                ));
+                set_value(client, "--dataset-path", m.container.clone());
+                mounts.push(m);
+            } else if path.as_deref().is_none_or(|p| p.ends_with("sonnet.txt")) {
+                let to = format!("{BENCH_DIR}/sonnet.txt");
+                if path.as_deref() != Some(to.as_str()) {
+                    rewrites.push(rw(
+                        "dataset",
+                        path.clone().unwrap_or_else(|| "(no dataset path)".into()),
+                        "--dataset-path benchmarks/sonnet.txt",
+                        "sonnet.txt ships with the benchmark scripts",
+                    ));
+                    set_value(client, "--dataset-path", to);
+                }
+            }
+        }
+        Some("hf") => {
+            // A Hub dataset id: vLLM's client picks its loader by that id, so the path is
+            // never rewritten; the dataset comes from the Hub, or the HF cache offline.
+            if let Some(p) = &path {
+                hub.push(p.clone());
+            }
+        }
+        Some(other) => {
+            // random needs nothing; custom and the rest name a file that may be provided
+            // under [datasets] by that name.
+            if let Some(p) = &path {
+                if let Some(host) = facts
+                    .datasets
+                    .get(p.as_str())
+                    .or_else(|| facts.datasets.get(other))
+                {
+                    let m = mount_for(p, host);
+                    rewrites.push(rw(
+                        "dataset",
+                        format!("--dataset-path {p}"),
+                        format!("--dataset-path {}", m.container),
+                        "from [datasets], mounted read-only",
+                    ));
+                    set_value(client, "--dataset-path", m.container.clone());
+                    mounts.push(m);
+                }
+            }
+        }
+        None => {
+            if kind == BenchKind::Throughput {
+                let has = |f: &str| value_of(client, f).is_some();
+                if !has("--input-len") || (!modern && !has("--output-len")) {
+                    return Err(refuse(format!(
+                        "benchmark_throughput.py with no dataset makes synthetic prompts and needs --input-len{} ",
+                        if modern { "" } else { " and --output-len" }
+                    ).trim_end().to_string()));
+                }
+            }
+        }
+    }
+    Ok(mounts)
+}
+
+impl Invocation {
+    /// The command lines for one variant: `interpreter` imports vllm in its image,
+    /// `bench_dir` is where that variant's benchmarks folder is, and `cli` the image's
+    /// `vllm` console script (else `vllm bench` runs as the interpreter's CLI module).
+    pub fn resolve(&self, interpreter: &str, bench_dir: &str, cli: Option<&str>) -> Resolved {
+        let mut rewrites = Vec::new();
+        let runner = match (&self.program, cli) {
+            (Program::Cli(_), Some(c)) => c,
+            _ => interpreter,
+        };
+        if self.launcher != runner && !(self.launcher == "vllm" && runner.ends_with("/vllm")) {
+            rewrites.push(rw(
+                "interpreter",
+                &self.launcher,
+                runner,
+                if runner == interpreter && matches!(self.program, Program::Cli(_)) {
+                    "the image's vllm-bearing interpreter runs the CLI module"
+                } else if runner != interpreter {
+                    "the image's vllm console script"
+                } else {
+                    "the image's interpreter that imports vllm (real images have no bare `python`)"
+                },
+            ));
+        }
+        let mut bench_argv = vec![runner.to_string()];
+        match &self.program {
+            Program::Script(s) => {
+                let path = format!("{}/{s}", bench_dir.trim_end_matches('/'));
+                if path != format!("benchmarks/{s}") {
+                    rewrites.push(rw(
+                        "script",
+                        format!("benchmarks/{s}"),
+                        &path,
+                        "where this variant's benchmarks folder is",
+                    ));
+                }
+                bench_argv.push(path);
+            }
+            Program::Cli(sub) if runner != interpreter => {
+                bench_argv.extend(["bench".into(), sub.clone()]);
+            }
+            Program::Cli(sub) => {
+                bench_argv.extend(["-m".into(), CLI_MODULE.into(), "bench".into(), sub.clone()]);
+            }
+        }
+        let dir = bench_dir.trim_end_matches('/');
+        bench_argv.extend(self.client_args.iter().map(|a| a.replace(BENCH_DIR, dir)));
+        let server_argv = self.kind.needs_server().then(|| {
+            let mut s = vec![interpreter.to_string(), "-m".into(), SERVER_MODULE.into()];
+            if let Some(m) = &self.model {
+                s.extend(["--model".into(), m.clone()]);
+            }
+            s.extend(["--port".into(), self.port.to_string()]);
+            s.extend(self.server_args.iter().cloned());
+            s
+        });
+        Resolved {
+            bench_argv,
+            server_argv,
+            rewrites,
+        }
+    }
+}
+
+/// Versions at which each era's clients begin (oldest first): the probes of [`fitting`].
+const ERA_STARTS: &[&str] = &[
+    "0.2.0", "0.3.0", "0.3.1", "0.4.0", "0.5.2", "0.5.5", "0.6.4", "0.7.0", "0.8.0", "0.8.3",
+    "0.9.1", "0.10.1", "0.10.2",
+];
+
+/// The eras (by first version) whose client and server would take `view` as it stands, a
+/// dataset aside: what "no vLLM version known" can still say about a commit (plan show).
+pub fn fitting(view: &CommandView, mode: Option<BenchKind>) -> Vec<&'static str> {
+    let sharegpt = BTreeMap::from([("sharegpt".to_string(), PathBuf::from("/dev/null"))]);
+    ERA_STARTS
+        .iter()
+        .filter(|v| {
+            let ver = PyVersion::parse(v);
+            let kind = view.kind.or(mode).unwrap_or(BenchKind::Serving);
+            let t = tables(kind, ver.as_ref());
+            let facts = Facts::from_tables(view.kind.or(mode), ver.as_ref(), &t, None, &sharegpt);
+            match plan(view, &facts) {
+                Ok(_) => true,
+                Err(r) => r.dataset,
+            }
+        })
+        .copied()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
