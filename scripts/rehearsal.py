@@ -65,12 +65,19 @@ def git(clone, *args, **kw):
     return subprocess.run(["git", "-C", clone, *args], check=True, capture_output=True, text=True, env=env, **kw).stdout.strip()
 
 
-def missing_baselines(plan, seeds, d):
+def missing_baselines(ns, plan, seeds, d):
     """For the seeds whose baselines were never built: a vLLM clone in which each has a
-    parent and a commit that differ only in Python files (the seeds' real history is not
-    here), with the plan's hashes pointed at them. The baseline images are then left out,
-    so the runtime must derive them from the human images. Returns the commits."""
+    parent and a commit (the seeds' real history is not here), with the plan's hashes
+    pointed at them. Two in three differ only in Python files (the runtime must derive the
+    baseline by overlay); every third also adds a kernel under csrc/ (it must build the
+    baseline from source: the parent is an installable project at the commit's version).
+    The baseline images are left out. Returns the commits."""
     lacking = [s["commit"] for s in json.load(open(seeds)) if s.get("seed_category") in MISSING_BASELINE]
+    shown = subprocess.run([ns, "plan", "show", plan, "--json"], check=True, capture_output=True, text=True).stdout
+    versions = {}
+    for r in (json.loads(l) for l in shown.splitlines() if l.strip()):
+        fits = r.get("fits_vllm") or []
+        versions.setdefault(r["commit"], r.get("vllm_version") or (fits[-1] if fits else DEFAULT_VERSION))
     clone = os.path.join(d, "vllm-clone")
     subprocess.run(["rm", "-rf", clone], check=True)
     os.makedirs(os.path.join(clone, "vllm", "worker"))
@@ -85,11 +92,21 @@ def missing_baselines(plan, seeds, d):
         runner = os.path.join(clone, "vllm", "worker", "model_runner.py")
         # The parent holds what the stand-in images hold, so agent patches still apply.
         open(runner, "w").write("# model_runner\n")
+        version = next((v for c, v in versions.items() if c.startswith(m.group(1)) or m.group(1).startswith(c)), DEFAULT_VERSION)
+        open(os.path.join(clone, "setup.py"), "w").write("from setuptools import setup\nsetup()\n")
+        open(os.path.join(clone, "vllm", "__init__.py"), "w").write("")
+        open(os.path.join(clone, "vllm", "version.py"), "w").write(f'__version__ = "{version}"\n')
+        kernel = os.path.join(clone, "csrc", f"k_{m.group(1)}.cu")
+        if os.path.exists(kernel):
+            os.remove(kernel)
         git(clone, "add", "-A")
         git(clone, "commit", "-q", "--allow-empty", "-m", f"parent of {m.group(1)}")
         parent = git(clone, "rev-parse", "HEAD")
         open(runner, "w").write(f"# model_runner, as {m.group(1)} made it\n")
         open(os.path.join(clone, "vllm", f"added_by_{m.group(1)}.py"), "w").write("X = 1\n")
+        if len(chosen) % 3 == 2:
+            os.makedirs(os.path.dirname(kernel), exist_ok=True)
+            open(kernel, "w").write("// a kernel: this baseline needs a build\n")
         git(clone, "add", "-A")
         git(clone, "commit", "-q", "-m", m.group(1))
         commit = git(clone, "rev-parse", "HEAD")
@@ -225,7 +242,7 @@ def main():
     t0 = time.time()
     plan = prepare_plan(ns, a.seeds, d, a.limit)
     sharegpt(d)
-    leave_out = missing_baselines(plan, a.seeds, d) if a.missing_baselines else []
+    leave_out = missing_baselines(ns, plan, a.seeds, d) if a.missing_baselines else []
     runs = images(ns, plan, d, a.faults, set(leave_out))
     store = os.path.join(d, "store")
     log = open(os.path.join(d, "sweep.log"), "w")
@@ -239,9 +256,11 @@ def main():
             if rec.get("status") != "success":
                 print(f"  {r['key']}: {rec.get('status', 'not run')} {rec.get('category') or ''} {(rec.get('error') or '')[:200]}", file=sys.stderr)
     if a.missing_baselines:
-        derived = {r["commit"] for r in last.values()
-                   if r["variant"] == "baseline" and "derived by overlay" in (r["provenance"].get("other") or {}).get("image_origin", "")}
-        line += f"; baselines derived: {len(derived)}/{len(leave_out)}"
+        def made(how):
+            return {r["commit"] for r in last.values()
+                    if r["variant"] == "baseline" and how in (r["provenance"].get("other") or {}).get("image_origin", "")}
+        overlaid, built = made("derived by overlay"), made("built from source")
+        line += f"; baselines derived: {len(overlaid | built)}/{len(leave_out)} ({len(overlaid)} overlay, {len(built)} built from source)"
     print(line)
     if a.check and done < total:
         sys.exit(1)

@@ -25,6 +25,8 @@ fn clone(dir: &Path) -> (String, String) {
     std::fs::write(dir.join("vllm/__init__.py"), "").unwrap();
     std::fs::write(dir.join("vllm/version.py"), "__version__ = \"0.8.5\"\n").unwrap();
     std::fs::write(dir.join("vllm/worker/model_runner.py"), "# parent\n").unwrap();
+    // Each test its own parent hash (and image tags), even within one second.
+    std::fs::write(dir.join("where"), dir.display().to_string()).unwrap();
     git(dir, &["add", "."]);
     git(dir, &["commit", "-qm", "parent"]);
     git(dir, &["tag", "v0.8.5"]);

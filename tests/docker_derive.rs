@@ -26,6 +26,8 @@ fn clone(dir: &Path) -> (String, String) {
     .unwrap();
     std::fs::write(dir.join("vllm/old.py"), "OLD = True\n").unwrap();
     std::fs::write(dir.join("tests/test_x.py"), "# t\n").unwrap();
+    // Each test its own parent hash (and image tags), even within one second.
+    std::fs::write(dir.join("where"), dir.display().to_string()).unwrap();
     git(dir, &["add", "."]);
     git(dir, &["commit", "-qm", "parent"]);
     let parent = git(dir, &["rev-parse", "HEAD"]);
@@ -120,6 +122,48 @@ async fn a_missing_baseline_is_derived_verified_and_benchmarked() {
     );
     let (end, msgs) = run_one(&rt, job).await;
     assert_eq!(end, RunEnd::BenchExited { exit_code: 0 });
-    assert!(logs_text(&msgs).contains("baseline derived earlier"));
+    assert!(logs_text(&msgs).contains("baseline derived by overlay earlier"));
+    let _ = Command::new("docker").args(["rmi", "-f", &tag]).output();
+}
+
+/// A prefetch and the run itself find the baseline missing at the same moment: one
+/// derivation, both get the image (no second overlay, no clash of prep containers).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prefetch_and_its_run_derive_once() {
+    use nightshift::runtime::{RunSink, Runtime};
+    require_docker!();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("vllm");
+    let (parent, commit) = clone(&src);
+    let tag = format!("nightshift-standin:nsbase-{}", &parent[..12]);
+    let _ = Command::new("docker").args(["rmi", "-f", &tag]).output();
+    let rt = runtime(&src);
+    let job = baseline_job(
+        "nightshift-standin:no-such-baseline",
+        &parent,
+        &commit,
+        &src,
+    );
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1 << 12);
+    let drain = tokio::spawn(async move {
+        let mut lines = Vec::new();
+        while let Some((_, _, m)) = rx.recv().await {
+            lines.push(m);
+        }
+        lines
+    });
+    let sink = RunSink::new(job.run, 0, tx);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let (fetched, (end, msgs)) =
+        tokio::join!(rt.fetch_image(job.clone(), sink, cancel), run_one(&rt, job));
+    let fetch_logs = logs_text(&drain.await.unwrap());
+    let run_logs = logs_text(&msgs);
+    assert_eq!(fetched, Ok(()), "{fetch_logs}");
+    assert_eq!(end, RunEnd::BenchExited { exit_code: 0 }, "{run_logs}");
+    let overlays = [&fetch_logs, &run_logs]
+        .iter()
+        .filter(|l| l.contains("derived and verified"))
+        .count();
+    assert_eq!(overlays, 1, "fetch:\n{fetch_logs}\nrun:\n{run_logs}");
     let _ = Command::new("docker").args(["rmi", "-f", &tag]).output();
 }

@@ -230,6 +230,9 @@ pub struct App {
     /// commit → variant column → its (first repeat's) run.
     pub cells: Vec<Vec<Option<RunId>>>,
     pub baseline_of: Vec<Option<RunId>>,
+    /// plan image → its runs: a prefetch (pull, overlay, build) logs by image, and its
+    /// lines show in the log pane of each run still waiting for that image.
+    runs_by_image: std::collections::HashMap<String, Vec<RunId>>,
     pub logs: Vec<Option<Box<RunLogs>>>,
     pub lines_in_memory: usize,
     pub lines_seen: u64,
@@ -285,7 +288,14 @@ impl App {
                 cells[r.commit][col].filter(|b| *b != r.id)
             })
             .collect();
+        let mut runs_by_image: std::collections::HashMap<String, Vec<RunId>> = Default::default();
+        for r in &plan.runs {
+            if let Some(img) = &r.image {
+                runs_by_image.entry(img.clone()).or_default().push(r.id);
+            }
+        }
         App {
+            runs_by_image,
             state: SweepState::for_plan(&plan),
             logs: (0..plan.runs.len()).map(|_| None).collect(),
             plan,
@@ -331,7 +341,7 @@ impl App {
             .flatten()
     }
 
-    fn select_run(&mut self, run: RunId) {
+    pub(crate) fn select_run(&mut self, run: RunId) {
         let spec = &self.plan.runs[run.0 as usize];
         self.sel_commit = spec.commit;
         if let Some(c) = self.variants.iter().position(|v| *v == spec.variant) {
@@ -371,6 +381,11 @@ impl App {
                     .insert(layer.clone(), (*done, *total));
             }
             Event::Gpu { sample } => self.push_gpu(sample.clone()),
+            Event::Image {
+                image,
+                status,
+                detail,
+            } => self.push_image_line(image, *status, detail),
             Event::State {
                 run, to, attempt, ..
             } => {
@@ -418,6 +433,39 @@ impl App {
             .filter(|(_, r)| r.state.is_active())
             .max_by_key(|(_, r)| r.started_ms.unwrap_or(0))
             .map(|(i, _)| RunId(i as u32))
+    }
+
+    /// A prefetch's line (a build's log, a status) into each run still waiting for it.
+    fn push_image_line(&mut self, image: &str, status: crate::event::ImageStatus, detail: &str) {
+        use crate::event::ImageStatus;
+        let line = match status {
+            ImageStatus::Log if detail.is_empty() => return, // pull progress: the bar shows it
+            ImageStatus::Log => detail.to_string(),
+            s => format!("image {image} {}: {detail}", s.as_str()),
+        };
+        let pipe = match status {
+            ImageStatus::Failed | ImageStatus::Full => Pipe::Stderr,
+            _ => Pipe::Stdout,
+        };
+        let waiting: Vec<RunId> = self
+            .runs_by_image
+            .get(image)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|r| {
+                matches!(
+                    self.state.run(*r).state,
+                    RunState::Queued
+                        | RunState::Active {
+                            stage: crate::model::Stage::PreparingImage
+                        }
+                )
+            })
+            .collect();
+        for r in waiting {
+            self.push_log(r, Stream::Docker, pipe, &line);
+        }
     }
 
     fn push_log(&mut self, run: RunId, stream: Stream, pipe: Pipe, line: &str) {

@@ -548,3 +548,61 @@ fn nvml_samples_name_the_holder_and_flag_foreign_processes() {
     assert!(s.contains("0   no sample"), "{s}");
     assert!(s.contains("GPUs · NVML"), "{s}");
 }
+
+#[test]
+fn a_prefetch_build_log_shows_in_the_waiting_runs_pane() {
+    let mut app = scene();
+    let run = (0..app.plan.runs.len())
+        .map(|i| RunId(i as u32))
+        .find(|r| {
+            app.state.run(*r).state == RunState::Queued
+                && app.plan.runs[r.0 as usize].image.is_some()
+        })
+        .expect("a queued run with an image");
+    let image = app.plan.runs[run.0 as usize].image.clone().unwrap();
+    let mut feed = Feed { seq: 10_000 };
+    for (status, detail) in [
+        (
+            crate::event::ImageStatus::Fetching,
+            "baseline missing: building from source",
+        ),
+        (
+            crate::event::ImageStatus::Log,
+            "build │ Step 5/7 : RUN pip install -e .",
+        ),
+        (crate::event::ImageStatus::Log, ""),
+        (
+            crate::event::ImageStatus::Failed,
+            "the build failed: ERROR: Could not build wheels",
+        ),
+    ] {
+        feed.send(
+            &mut app,
+            200_000,
+            Event::Image {
+                image: image.clone(),
+                status,
+                detail: detail.into(),
+            },
+        );
+    }
+    app.select_run(run);
+    app.log_tab = LogTab::Server;
+    let lines: Vec<String> = app
+        .shown_log()
+        .expect("the run has lines")
+        .iter()
+        .map(|l| l.text.to_string())
+        .collect();
+    assert!(
+        lines.iter().any(|l| l.contains("build │ Step 5/7")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("failed: the build failed")),
+        "{lines:?}"
+    );
+    assert_eq!(lines.iter().filter(|l| l.is_empty()).count(), 0);
+    let shown = render(&app, 120, 36);
+    assert!(shown.contains("Step 5/7"), "{shown}");
+}

@@ -265,6 +265,7 @@ impl DockerRuntime {
             ));
         };
         let tag = built_tag(human, parent, None);
+        let _making = self.making(&tag).await;
         if super::image::inspect(&self.docker, &tag).await.is_some() {
             self.dlog(sink, Pipe::Stdout, format!("baseline built earlier: {tag}"))
                 .await;
@@ -331,6 +332,7 @@ impl DockerRuntime {
             h.iter().map(|b| format!("{b:02x}")).collect()
         };
         let tag = built_tag(image, parent, Some(&sha));
+        let _making = self.making(&tag).await;
         if super::image::inspect(&self.docker, &tag).await.is_some() {
             self.dlog(
                 sink,

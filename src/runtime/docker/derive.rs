@@ -81,6 +81,7 @@ impl DockerRuntime {
             .as_deref()
             .ok_or("the commit has no human image to derive from")?;
         let tag = derived_tag(human, parent);
+        let _making = self.making(&tag).await;
         if image::inspect(&self.docker, &tag).await.is_some() {
             self.dlog(
                 sink,

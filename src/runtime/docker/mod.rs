@@ -122,6 +122,9 @@ pub struct DockerRuntime {
     caches: invoke::Caches,
     /// Where pulls find registry credentials (the operator's Docker config by default).
     auth: auth::DockerAuth,
+    /// One maker per image tag: a prefetch and a run that both find a baseline missing
+    /// must not derive or build it twice (or collide on the prep container's name).
+    making: Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// Connect to the local engine and agree on an API version (Debian's 20.10 speaks 1.41;
@@ -223,7 +226,17 @@ impl DockerRuntime {
             recipes: Arc::new(crate::diagnose::RecipeBook::builtin()),
             caches: invoke::Caches::default(),
             auth: auth::DockerAuth::from_env(),
+            making: Mutex::default(),
         })
+    }
+
+    /// Hold while making `tag`; whoever waited then finds it made.
+    async fn making(&self, tag: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut m = self.making.lock().unwrap_or_else(|e| e.into_inner());
+            Arc::clone(m.entry(tag.to_string()).or_default())
+        };
+        lock.lock_owned().await
     }
 
     async fn init(&self) -> Result<Option<&Path>, String> {
