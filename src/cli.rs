@@ -117,6 +117,27 @@ pub enum Cmd {
         #[command(flatten)]
         images: ImageArgs,
     },
+    /// The TUI on the store's running sweep (started by `run`; detach with `d`).
+    Attach {
+        /// Store directory (default: the only sweep under the data dir).
+        #[arg(long)]
+        store: Option<PathBuf>,
+    },
+    /// One line about the store's running sweep; exit 0 while one is alive, 1 when none is.
+    Status {
+        /// Store directory (default: the only sweep under the data dir).
+        #[arg(long)]
+        store: Option<PathBuf>,
+    },
+    /// Stop the store's running sweep once its runs in flight finish (or at once).
+    Stop {
+        /// Store directory (default: the only sweep under the data dir).
+        #[arg(long)]
+        store: Option<PathBuf>,
+        /// Cancel the runs in flight now (they are re-queued for the next `run`).
+        #[arg(long)]
+        now: bool,
+    },
     /// The TUI on a simulated sweep of the example plan (no Docker or GPU needed).
     Demo(crate::tui::DemoArgs),
     /// Plan files: check, show, import.
@@ -247,7 +268,11 @@ pub fn load_plan(path: &std::path::Path) -> Result<Plan, i32> {
 pub fn run(cli: Cli) -> i32 {
     if !matches!(
         cli.command,
-        Cmd::Run { .. } | Cmd::Demo { .. } | Cmd::Doctor { .. } | Cmd::Prefetch { .. }
+        Cmd::Run { .. }
+            | Cmd::Demo { .. }
+            | Cmd::Doctor { .. }
+            | Cmd::Prefetch { .. }
+            | Cmd::Attach { .. }
     ) {
         die_quietly_on_closed_pipe();
     }
@@ -308,11 +333,23 @@ pub fn run(cli: Cli) -> i32 {
                 budget: images.budget(),
             };
             if !headless {
-                return crate::tui::run_plan(args);
+                return crate::daemon::start_and_attach(&args, std::env::args_os().collect());
             }
-            crate::store::cli::run_headless(args)
+            crate::daemon::serve(args, crate::daemon::in_background())
         }
         Cmd::Demo(args) => crate::tui::demo(args),
+        Cmd::Attach { store } => match crate::store::cli::find_dir(store) {
+            Ok(dir) => crate::daemon::client::attach(&dir),
+            Err(c) => c,
+        },
+        Cmd::Status { store } => match crate::store::cli::find_dir(store) {
+            Ok(dir) => crate::daemon::client::status(&dir),
+            Err(c) => c,
+        },
+        Cmd::Stop { store, now } => match crate::store::cli::find_dir(store) {
+            Ok(dir) => crate::daemon::client::stop(&dir, now),
+            Err(c) => c,
+        },
         Cmd::Parse { files, json } => {
             if files.is_empty() {
                 eprintln!("error: parse needs at least one FILE");

@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod category;
 pub mod cli;
+pub mod daemon;
 pub mod diagnose;
 pub mod engine;
 pub mod event;

@@ -28,7 +28,7 @@ pub struct RunRecord {
     pub detail: Option<String>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SweepState {
     pub runs: Vec<RunRecord>,
     pub paused: Option<String>,

@@ -229,6 +229,17 @@ impl Plan {
         Plan::parse(&path.display().to_string(), text, base, path, box_defaults)
     }
 
+    /// A plan from its text, as if loaded from `path` (a sweep's daemon hands its clients
+    /// the text it loaded).
+    pub fn from_text_with(
+        path: &Path,
+        text: String,
+        box_defaults: &BoxDefaults,
+    ) -> Result<Plan, LoadError> {
+        let base = path.parent().unwrap_or(Path::new("."));
+        Plan::parse(&path.display().to_string(), text, base, path, box_defaults)
+    }
+
     /// Parse a plan whose commits_file (if any) is resolved against `base`.
     pub fn from_str_at(
         name: &str,

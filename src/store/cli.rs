@@ -107,65 +107,18 @@ pub fn prepare_run(a: &RunArgs) -> Result<Prepared, i32> {
     })
 }
 
-/// `nightshift run PLAN --headless` with a store: start or resume the sweep.
-pub fn run_headless(a: RunArgs) -> i32 {
-    let Prepared {
-        obs,
-        state,
-        log_dir,
-    } = match prepare_run(&a) {
-        Ok(p) => p,
-        Err(c) => return c,
-    };
-    let plan = a.plan.clone();
-    let tokio_rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    tokio_rt.block_on(async move {
-        let (engine, _cmds) = Engine::new(
-            plan.clone(),
-            a.runtime,
-            EngineOptions {
-                gpus: a.gpus,
-                seed: a.seed,
-                wait_for_operator: false,
-            },
-        );
-        let mut engine = engine
-            .with_state(state)
-            .with_time_scale(a.time_scale)
-            .with_image_budget(a.budget.clone());
-        engine.observe(Box::new(crate::headless::Printer::new(
-            plan.clone(),
-            std::io::stdout(),
-        )));
-        let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
-        // Logs first: their files are closed (sizes final) before the store records them.
-        engine.observe(Box::new(crate::engine::logs::LogWriter::new(log_dir, keys)));
-        engine.observe(Box::new(obs));
-        let shutdown = CancellationToken::new();
-        crate::cli::spawn_signal_handler(shutdown.clone());
-        match engine.run(shutdown).await {
-            Ok((summary, _state)) => {
-                let _ = crate::headless::print_summary(&mut std::io::stdout(), &plan, &summary);
-                if summary.interrupted || summary.paused.is_some() || summary.counts.queued > 0 {
-                    1
-                } else {
-                    0
-                }
-            }
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                1
-            }
-        }
-    })
-}
-
 /// The store for `results`/`show`: `--store`, else the only sweep under the data root.
 pub fn find_store(store: Option<PathBuf>) -> Result<Store, i32> {
-    let dir = match store {
+    let dir = find_dir(store)?;
+    match Store::open(&dir, false) {
+        Err(StoreError::Locked { .. }) => open_snapshot(&dir),
+        other => other.map_err(|e| store_error(&e)),
+    }
+}
+
+/// The store directory a command means: `--store`, else the only sweep under the data root.
+pub fn find_dir(store: Option<PathBuf>) -> Result<PathBuf, i32> {
+    Ok(match store {
         Some(d) => d,
         None => {
             let Some(root) = super::data_root() else {
@@ -202,11 +155,7 @@ pub fn find_store(store: Option<PathBuf>) -> Result<Store, i32> {
                 }
             }
         }
-    };
-    match Store::open(&dir, false) {
-        Err(StoreError::Locked { .. }) => open_snapshot(&dir),
-        other => other.map_err(|e| store_error(&e)),
-    }
+    })
 }
 
 /// A store in use by a running sweep (sled holds it exclusively) is read from a copy of its

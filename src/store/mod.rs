@@ -144,10 +144,16 @@ impl Store {
                     dir: dir.to_path_buf(),
                 });
             }
-            let only_logs = std::fs::read_dir(dir)
-                .map(|d| d.flatten().all(|e| e.file_name() == "logs"))
+            // What the sweep's daemon puts there before the database exists.
+            let only_ours = std::fs::read_dir(dir)
+                .map(|d| {
+                    d.flatten().all(|e| {
+                        let n = e.file_name();
+                        n == "logs" || n == "nightshift.sock" || n == "daemon.log"
+                    })
+                })
                 .unwrap_or(true);
-            if !only_logs {
+            if !only_ours {
                 return Err(StoreError::Damaged {
                     dir: dir.to_path_buf(),
                     why: "it is not a nightshift store (no database files)".into(),

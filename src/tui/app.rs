@@ -176,6 +176,8 @@ pub struct ResultsState {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Confirm {
     Quit,
+    /// Attached to a daemon: detach, or stop the sweep?
+    Detach,
     Cancel(RunId),
     SkipCategory(Category),
 }
@@ -204,6 +206,10 @@ pub struct Input {
 pub enum Effect {
     Send(Command),
     Quit,
+    /// Leave the daemon's sweep running.
+    Detach,
+    /// Ask the daemon to stop the sweep, then leave.
+    StopSweep,
     Pager(RunId),
     Export(Option<String>),
 }
@@ -224,6 +230,8 @@ pub struct App {
     pub state: SweepState,
     pub runtime: String,
     pub gpus_total: u32,
+    /// A daemon owns the sweep: quitting detaches (or stops it, if asked).
+    pub attached: bool,
     pub now_ms: u64,
     pub finished: bool,
     pub variants: Vec<Variant>,
@@ -296,6 +304,7 @@ impl App {
         }
         App {
             runs_by_image,
+            attached: false,
             state: SweepState::for_plan(&plan),
             logs: (0..plan.runs.len()).map(|_| None).collect(),
             plan,
@@ -703,11 +712,22 @@ impl App {
         if let Some(Popup::Confirm(what)) = &self.popup {
             use crossterm::event::KeyCode;
             let what = what.clone();
+            if what == Confirm::Detach {
+                self.popup = None;
+                return match key.code {
+                    KeyCode::Char('d') | KeyCode::Char('q') | KeyCode::Enter => {
+                        vec![Effect::Detach]
+                    }
+                    KeyCode::Char('s') => vec![Effect::StopSweep],
+                    _ => vec![],
+                };
+            }
             return match key.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => {
                     self.popup = None;
                     match what {
                         Confirm::Quit => vec![Effect::Quit],
+                        Confirm::Detach => vec![Effect::Detach],
                         Confirm::Cancel(run) => vec![Effect::Send(Command::Cancel { run })],
                         Confirm::SkipCategory(category) => {
                             vec![Effect::Send(Command::SkipCategory { category })]
@@ -752,6 +772,13 @@ impl App {
         let run = self.action_run();
         match action {
             Action::Help => self.popup = Some(Popup::Help { scroll: 0 }),
+            Action::Detach if self.attached => return vec![Effect::Detach],
+            Action::Detach => {
+                self.toast = Some("nothing to detach from: this sweep runs in this process".into())
+            }
+            Action::Quit if self.attached && !self.finished => {
+                self.popup = Some(Popup::Confirm(Confirm::Detach));
+            }
             Action::Quit => {
                 if self.state.counts().active > 0 && !self.finished {
                     self.popup = Some(Popup::Confirm(Confirm::Quit));

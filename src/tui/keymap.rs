@@ -39,6 +39,7 @@ pub enum Action {
     SortNext,
     SortReverse,
     FilterStatus,
+    Detach,
 }
 
 impl Action {
@@ -309,6 +310,13 @@ impl Default for KeyMap {
                     Some("cmd"),
                 ),
                 b(&[c('e')], Export, gen, "export results (CSV + JSON)", None),
+                b(
+                    &[c('d')],
+                    Detach,
+                    gen,
+                    "detach from the sweep's daemon (the sweep goes on)",
+                    Some("detach"),
+                ),
                 b(&[c('t')], CycleTheme, gen, "cycle theme", None),
                 b(
                     &[
@@ -320,7 +328,7 @@ impl Default for KeyMap {
                     ],
                     Quit,
                     gen,
-                    "quit (asks while runs are active; resume later)",
+                    "quit (attached: asks to detach or stop the sweep)",
                     Some("quit"),
                 ),
             ],

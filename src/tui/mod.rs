@@ -11,6 +11,7 @@ pub mod config;
 pub mod export;
 pub mod gpu;
 pub mod keymap;
+pub mod session;
 pub mod terminal;
 #[cfg(test)]
 mod tests;
@@ -19,18 +20,16 @@ pub mod views;
 
 use crate::engine::observer::ChannelObserver;
 use crate::engine::{CommandSender, Engine, EngineOptions};
-use crate::event::now_ms;
 use crate::plan::Plan;
 use crate::runtime::sim::{SimRuntime, Speed};
 use crate::runtime::Runtime;
 use app::{App, Effect, Pane, View};
 use crossterm::event::{Event as TermEvent, KeyEventKind, MouseButton, MouseEventKind};
-use futures_util::StreamExt;
 use keymap::{Key, KeyMap};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use theme::Theme;
 use tokio_util::sync::CancellationToken;
 
@@ -125,6 +124,8 @@ pub struct TuiExit {
     pub done: usize,
     pub total: usize,
     pub finished: bool,
+    /// The client left a daemon's sweep running.
+    pub detached: bool,
 }
 
 /// `nightshift demo`.
@@ -159,51 +160,6 @@ pub fn demo(args: DemoArgs) -> i32 {
         speed.time_scale(),
         opts,
     )
-}
-
-/// `nightshift run PLAN` without `--headless`: the same store and resume as headless
-/// (`crate::store::cli::run_headless`), with the TUI as the view.
-pub fn run_plan(a: crate::store::cli::RunArgs) -> i32 {
-    if !std::io::stdout().is_terminal() {
-        eprintln!("error: the TUI needs a terminal (use `nightshift run --headless` for logs)");
-        return 2;
-    }
-    let crate::store::cli::Prepared {
-        obs,
-        state,
-        log_dir,
-    } = match crate::store::cli::prepare_run(&a) {
-        Ok(p) => p,
-        Err(c) => return c,
-    };
-    let simulate = a.runtime.name() == "sim";
-    let mut opts = match TuiOptions::load(None, None, simulate, Some(log_dir.clone())) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            return 2;
-        }
-    };
-    opts.initial_state = Some(state.clone());
-    let plan = a.plan.clone();
-    let (engine, cmds) = Engine::new(
-        plan.clone(),
-        a.runtime,
-        EngineOptions {
-            gpus: a.gpus,
-            seed: a.seed,
-            wait_for_operator: true,
-        },
-    );
-    let mut engine = engine
-        .with_state(state)
-        .with_time_scale(a.time_scale)
-        .with_image_budget(a.budget.clone());
-    let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
-    // Logs first: their files are closed before the store records them.
-    engine.observe(Box::new(crate::engine::logs::LogWriter::new(log_dir, keys)));
-    engine.observe(Box::new(obs));
-    finish(block_on(run_tui(plan, engine, cmds, opts)), true)
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -273,14 +229,15 @@ fn start(
     )
 }
 
-/// The TUI over a sweep: returns when the operator quits or a signal arrives.
+/// The TUI over an engine in this process (the demo): returns when the operator quits or a
+/// signal arrives; the sweep stops with it.
 pub async fn run_tui(
     plan: Arc<Plan>,
     mut engine: Engine,
     cmds: CommandSender,
     opts: TuiOptions,
 ) -> anyhow::Result<TuiExit> {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     engine.observe(Box::new(ChannelObserver(tx)));
     if let Some(dir) = &opts.log_dir {
         let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
@@ -289,162 +246,24 @@ pub async fn run_tui(
             keys,
         )));
     }
-    let mut app = App::new(plan.clone(), 8, opts.theme.clone(), opts.keymap.clone());
-    app.log_dir = opts.log_dir.clone();
-    if let Some(st) = opts.initial_state.clone() {
-        app.state = st;
-    }
     let shutdown = CancellationToken::new();
-    let mut engine_task = tokio::spawn(engine.run(shutdown.clone()));
-    let (gtx, mut grx) = tokio::sync::mpsc::unbounded_channel();
-    if !opts.simulate_gpus {
-        gpu::spawn_nvml(opts.gpu_period, gtx);
-    } else {
-        drop(gtx);
-    }
-
-    let stderr_log = opts
-        .log_dir
-        .clone()
-        .unwrap_or_else(std::env::temp_dir)
-        .join("nightshift-stderr.log");
-    let mut guard = terminal::Guard::enter(Some(stderr_log))?;
-    let mut input = crossterm::event::EventStream::new();
-    let mut tick = tokio::time::interval(opts.refresh);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut gpu_tick = tokio::time::interval(opts.gpu_period);
-    gpu_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    #[cfg(unix)]
-    let (mut sigterm, mut sighup) = {
-        use tokio::signal::unix::{signal, SignalKind};
-        (
-            signal(SignalKind::terminate())?,
-            signal(SignalKind::hangup())?,
-        )
+    let engine_task = tokio::spawn(engine.run(shutdown.clone()));
+    let ended: session::Ended = Box::pin(async move {
+        match engine_task.await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("{e:#}")),
+            Err(e) => Err(format!("the engine task failed: {e}")),
+        }
+    });
+    let link = session::Link {
+        events: session::envelopes(rx),
+        commands: cmds,
+        ended,
+        owner: session::Owner::InProcess(shutdown),
+        gpus: 8,
+        runtime: None,
     };
-    let mut dirty = true;
-    let mut draw_now = true;
-    let mut last_draw = Instant::now();
-    let mut engine_done = false;
-    let mut engine_err = None;
-
-    loop {
-        if draw_now
-            || (dirty && last_draw.elapsed() >= opts.refresh)
-            || last_draw.elapsed() >= Duration::from_secs(1)
-        {
-            app.now_ms = now_ms();
-            guard.term.draw(|f| views::draw(f, &app))?;
-            last_draw = Instant::now();
-            dirty = false;
-            draw_now = false;
-        }
-        #[cfg(unix)]
-        let signal = async {
-            tokio::select! {
-                _ = sigterm.recv() => {},
-                _ = sighup.recv() => {},
-            }
-        };
-        #[cfg(not(unix))]
-        let signal = std::future::pending::<()>();
-        tokio::select! {
-            Some(env) = rx.recv() => {
-                app.on_envelope(&env);
-                // Take what is already there in one go; a flood must not starve keys.
-                for _ in 0..20_000 {
-                    match rx.try_recv() {
-                        Ok(env) => app.on_envelope(&env),
-                        Err(_) => break,
-                    }
-                }
-                dirty = true;
-            }
-            ev = input.next() => match ev {
-                Some(Ok(ev)) => {
-                    let effects = on_terminal_event(&mut app, ev);
-                    draw_now = true;
-                    let mut quit = false;
-                    for e in effects {
-                        match e {
-                            Effect::Quit => quit = true,
-                            Effect::Send(cmd) => {
-                                app.toast = Some(format!("→ {}", cmd.describe()));
-                                let _ = cmds.send(cmd);
-                            }
-                            Effect::Pager(run) => open_pager(&mut guard, &mut app, run),
-                            Effect::Export(path) => {
-                                app.toast = Some(match export::write(&app, path.as_deref()) {
-                                    Ok((c, j)) => format!("exported {} and {}", c.display(), j.display()),
-                                    Err(e) => format!("export failed: {e}"),
-                                });
-                            }
-                        }
-                    }
-                    if quit {
-                        break;
-                    }
-                }
-                Some(Err(_)) | None => break,
-            },
-            Some(m) = grx.recv() => {
-                app.on_gpu(m);
-                dirty = true;
-            }
-            _ = gpu_tick.tick(), if opts.simulate_gpus => {
-                app.now_ms = now_ms();
-                app.sim_gpu_tick();
-                dirty = true;
-            }
-            _ = tick.tick() => {}
-            r = &mut engine_task, if !engine_done => {
-                engine_done = true;
-                app.finished = true;
-                match r {
-                    Ok(Ok(_)) => app.toast = Some("sweep finished — browse the results (3), q quits".into()),
-                    Ok(Err(e)) => { app.toast = Some(format!("engine stopped: {e:#}")); engine_err = Some(format!("{e:#}")); }
-                    Err(e) => { app.toast = Some(format!("engine task failed: {e}")); engine_err = Some(e.to_string()); }
-                }
-                dirty = true;
-            }
-            _ = signal => break,
-        }
-    }
-
-    // Stop the sweep (runs in flight are re-queued) and wait a little for it to settle.
-    if !engine_done {
-        let _ = cmds.send(crate::event::Command::Shutdown);
-        shutdown.cancel();
-        app.toast = Some("stopping: cancelling runs in flight…".into());
-        app.now_ms = now_ms();
-        let _ = guard.term.draw(|f| views::draw(f, &app));
-        if let Ok(Ok(Ok((summary, _)))) =
-            tokio::time::timeout(Duration::from_secs(15), &mut engine_task).await
-        {
-            app.state.finished = false;
-            let _ = summary;
-        }
-        while let Ok(env) = rx.try_recv() {
-            app.on_envelope(&env);
-        }
-    }
-    let stderr_log = guard.stderr_log.clone();
-    drop(guard);
-    if let Some(p) = stderr_log.filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0)) {
-        eprintln!(
-            "nightshift: warnings printed while the screen was open are in {}",
-            p.display()
-        );
-    }
-    if let Some(e) = engine_err {
-        eprintln!("nightshift: the engine stopped: {e}");
-    }
-    let c = app.state.counts();
-    Ok(TuiExit {
-        done: c.done(),
-        total: c.total,
-        finished: c.done() == c.total,
-    })
+    session::run(plan, link, opts).await
 }
 
 fn on_terminal_event(app: &mut App, ev: TermEvent) -> Vec<Effect> {

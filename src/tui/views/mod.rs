@@ -119,7 +119,13 @@ fn hint_bar(f: &mut Frame, app: &App, area: Rect) {
         return;
     }
     let mut spans = Vec::new();
-    for (key, word) in app.keymap.hints() {
+    // Detaching means something only with a daemon on the other side.
+    for (key, word) in app
+        .keymap
+        .hints()
+        .into_iter()
+        .filter(|(_, w)| app.attached || *w != "detach")
+    {
         spans.push(Span::styled(format!(" {key} "), t.header()));
         spans.push(Span::styled(format!(" {word}  "), t.dim()));
     }

@@ -42,6 +42,15 @@ fn confirm(f: &mut Frame, app: &App, area: Rect, c: &Confirm) {
                 c_.active
             ),
         ),
+        Confirm::Detach => (
+            " leave the sweep? ",
+            format!(
+                "A daemon runs this sweep ({} active, {} of {} done). d detaches and it goes on (`nightshift attach` rejoins); s stops the sweep (runs in flight are re-queued); esc stays.",
+                c_.active,
+                c_.done(),
+                c_.total
+            ),
+        ),
         Confirm::Cancel(run) => (
             " cancel run? ",
             format!("Cancel {run} {}?", app.plan.runs[run.0 as usize].key),
@@ -56,12 +65,22 @@ fn confirm(f: &mut Frame, app: &App, area: Rect, c: &Confirm) {
     let lines = vec![
         Line::from(Span::styled(body, t.text())),
         Line::from(""),
-        Line::from(vec![
-            Span::styled(" y ", t.header()),
-            Span::styled(" yes   ", t.text()),
-            Span::styled(" n ", t.header()),
-            Span::styled(" no", t.text()),
-        ]),
+        Line::from(match c {
+            Confirm::Detach => vec![
+                Span::styled(" d ", t.header()),
+                Span::styled(" detach   ", t.text()),
+                Span::styled(" s ", t.header()),
+                Span::styled(" stop the sweep   ", t.text()),
+                Span::styled(" esc ", t.header()),
+                Span::styled(" stay", t.text()),
+            ],
+            _ => vec![
+                Span::styled(" y ", t.header()),
+                Span::styled(" yes   ", t.text()),
+                Span::styled(" n ", t.header()),
+                Span::styled(" no", t.text()),
+            ],
+        }),
     ];
     f.render_widget(
         Paragraph::new(lines)

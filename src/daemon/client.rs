@@ -1,0 +1,244 @@
+//! Clients of a sweep's daemon: `attach` (the TUI over the socket), `status` (one line) and
+//! `stop`.
+
+use super::protocol::{self, ClientMsg, DaemonMsg, Want};
+use crate::tui::session::{Incoming, Link, Owner};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+/// A daemon answers on the store's socket.
+pub fn alive(store: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(protocol::socket_path(store)).is_ok()
+}
+
+fn not_running(store: &Path) -> String {
+    let stale = protocol::socket_path(store).exists();
+    format!(
+        "nightshift: no sweep is running on {}{}",
+        store.display(),
+        if stale {
+            " (its daemon is gone: `nightshift run PLAN --store DIR` takes the store over and resumes)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// Ask once: hello with `want`, then the daemon's first answer.
+fn ask(store: &Path, want: Want) -> Result<DaemonMsg, String> {
+    let mut s = std::os::unix::net::UnixStream::connect(protocol::socket_path(store))
+        .map_err(|_| not_running(store))?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let hello = ClientMsg::Hello {
+        version: protocol::VERSION,
+        want,
+    };
+    s.write_all(protocol::line(&hello).as_bytes())
+        .map_err(|e| format!("nightshift: writing to the daemon: {e}"))?;
+    let mut line = String::new();
+    BufReader::new(&s)
+        .read_line(&mut line)
+        .map_err(|e| format!("nightshift: reading from the daemon: {e}"))?;
+    serde_json::from_str(&line).map_err(|e| format!("nightshift: the daemon's answer: {e}"))
+}
+
+/// `nightshift status`: one line; exit 0 while a sweep is alive, 1 when none is.
+pub fn status(store: &Path) -> i32 {
+    match ask(store, Want::Status) {
+        Ok(DaemonMsg::Status { line }) => {
+            println!("{line}");
+            0
+        }
+        Ok(DaemonMsg::Refused { why }) => {
+            eprintln!("error: {why}");
+            2
+        }
+        Ok(other) => {
+            eprintln!("error: unexpected answer {other:?}");
+            2
+        }
+        Err(e) => {
+            println!("{e}");
+            1
+        }
+    }
+}
+
+/// `nightshift stop [--now]`: without `--now` the sweep stops once its runs in flight
+/// finish; with it, they are cancelled (and re-queued for the next `run`). Waits for the
+/// daemon to go when `--now`.
+pub fn stop(store: &Path, now: bool) -> i32 {
+    match ask(store, Want::Stop { now }) {
+        Ok(DaemonMsg::Stopping { .. }) => {}
+        Ok(DaemonMsg::Refused { why }) => {
+            eprintln!("error: {why}");
+            return 2;
+        }
+        Ok(other) => {
+            eprintln!("error: unexpected answer {other:?}");
+            return 2;
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    }
+    if !now {
+        println!("nightshift: the sweep on {} stops once its runs in flight finish (no new runs start); `nightshift stop --now` cancels them", store.display());
+        return 0;
+    }
+    let t0 = Instant::now();
+    while alive(store) && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if alive(store) {
+        eprintln!("nightshift: the daemon is still tearing down after 60 s");
+        return 1;
+    }
+    println!("nightshift: stopped; runs in flight were re-queued (`nightshift run PLAN` resumes)");
+    0
+}
+
+/// `nightshift attach`: the TUI on the store's running sweep.
+pub fn attach(store: &Path) -> i32 {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        eprintln!("error: the TUI needs a terminal (`nightshift status` prints one line)");
+        return 2;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(attach_async(store))
+}
+
+async fn attach_async(store: &Path) -> i32 {
+    let stream = match tokio::net::UnixStream::connect(protocol::socket_path(store)).await {
+        Ok(s) => s,
+        Err(_) => {
+            eprintln!("{}", not_running(store));
+            return 1;
+        }
+    };
+    let (r, mut w) = stream.into_split();
+    let mut lines = tokio::io::BufReader::new(r).lines();
+    let hello = ClientMsg::Hello {
+        version: protocol::VERSION,
+        want: Want::Attach,
+    };
+    if let Err(e) = w.write_all(protocol::line(&hello).as_bytes()).await {
+        eprintln!("error: writing to the daemon: {e}");
+        return 1;
+    }
+    let first = match lines.next_line().await {
+        Ok(Some(l)) => l,
+        _ => {
+            eprintln!("error: the daemon closed the connection before its snapshot");
+            return 1;
+        }
+    };
+    let (meta, plan_text, state) = match serde_json::from_str::<DaemonMsg>(&first) {
+        Ok(DaemonMsg::Welcome {
+            meta,
+            plan_text,
+            state,
+            ..
+        }) => (meta, plan_text, state),
+        Ok(DaemonMsg::Refused { why }) => {
+            eprintln!("error: {why}");
+            return 2;
+        }
+        other => {
+            eprintln!("error: unexpected first message from the daemon: {other:?}");
+            return 2;
+        }
+    };
+    let box_defaults = crate::tui::config::Config::load(None)
+        .map(|c| c.box_defaults())
+        .unwrap_or_default();
+    let plan = match crate::plan::Plan::from_text_with(&meta.plan_path, plan_text, &box_defaults) {
+        Ok(p) if p.runs.len() == state.runs.len() => p,
+        Ok(_) => {
+            eprintln!(
+                "error: {} no longer expands to the daemon's runs; attach from a checkout of the plan it runs",
+                meta.plan_path.display()
+            );
+            return 2;
+        }
+        Err(e) => {
+            eprintln!("error: the daemon's plan: {e}");
+            return 2;
+        }
+    };
+    let simulate = meta.runtime == "sim";
+    let mut opts =
+        match crate::tui::TuiOptions::load(None, None, simulate, Some(meta.log_dir.clone())) {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return 2;
+            }
+        };
+    opts.initial_state = Some(state);
+    let (in_tx, in_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        while let Ok(Some(l)) = lines.next_line().await {
+            let m = match serde_json::from_str::<DaemonMsg>(&l) {
+                Ok(DaemonMsg::Event { env }) => Incoming::Event(env),
+                Ok(DaemonMsg::Resync { state, .. }) => Incoming::State(state),
+                _ => continue,
+            };
+            if in_tx.send(m).is_err() {
+                break;
+            }
+        }
+        let _ = ended_tx.send(());
+    });
+    let (cmd_tx, mut cmd_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(command) = cmd_rx.recv().await {
+            let line = protocol::line(&ClientMsg::Command { command });
+            if w.write_all(line.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    });
+    let link = Link {
+        events: in_rx,
+        commands: cmd_tx,
+        ended: Box::pin(async move {
+            let _ = ended_rx.await;
+            Ok(())
+        }),
+        owner: Owner::Attached,
+        gpus: meta.gpus.max(1),
+        runtime: Some(meta.runtime.clone()),
+    };
+    match crate::tui::session::run(Arc::new(plan), link, opts).await {
+        Ok(exit) => {
+            println!(
+                "nightshift: {} of {} runs done{}",
+                exit.done,
+                exit.total,
+                if exit.detached {
+                    format!(
+                        "; detached, the sweep goes on (`nightshift attach --store {}` rejoins)",
+                        store.display()
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}

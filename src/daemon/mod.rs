@@ -1,0 +1,245 @@
+//! The sweep daemon: the one process that owns a store's sweep (engine, sled, log files)
+//! and outlives the terminal that started it. Clients attach through a Unix socket in the
+//! store directory (see [`protocol`]).
+//!
+//! - `nightshift run PLAN` starts it in the background (a new session, so a dropped SSH
+//!   connection's SIGHUP never reaches it; output to `daemon.log` in the store) and attaches
+//!   the TUI; if one already runs on the store, it just attaches.
+//! - `nightshift run PLAN --headless` is the same daemon in the foreground (systemd,
+//!   journald, scripts): its stdout is the event log.
+//! - `attach`, `status`, `stop [--now]` are clients.
+//!
+//! A daemon killed with -9 leaves its socket behind; the next daemon finds nobody
+//! answering on it and takes the store over (orphan containers are removed as the engine
+//! starts, runs in flight are re-queued by the store's resume).
+
+pub mod client;
+pub mod protocol;
+pub mod server;
+
+use crate::engine::{Engine, EngineOptions};
+use crate::store::cli::{prepare_run, resolve_dir, Prepared, RunArgs};
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Set in the environment of a daemon started in the background by `run`.
+pub const BACKGROUND_ENV: &str = "NIGHTSHIFT_DAEMON";
+
+/// The daemon's own log in the store directory (background mode).
+pub const LOG: &str = "daemon.log";
+
+/// Whether this process is a daemon started by `run` in the background.
+pub fn in_background() -> bool {
+    std::env::var_os(BACKGROUND_ENV).is_some_and(|v| v == "1")
+}
+
+/// Run the sweep as the store's daemon in this process until it ends. In the background it
+/// waits for the operator where a run needs one (there may be a client to decide later);
+/// in the foreground (`--headless`) nobody can answer, and such runs end as held.
+pub fn serve(a: RunArgs, background: bool) -> i32 {
+    let dir = match resolve_dir(a.store.clone(), &a.plan.name) {
+        Ok(d) => d,
+        Err(c) => return c,
+    };
+    let tokio_rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    tokio_rt.block_on(async move {
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            eprintln!("error: store {}: {e}", dir.display());
+            return 2;
+        }
+        let listener = match server::bind(&dir) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 2;
+            }
+        };
+        let Prepared {
+            obs,
+            state,
+            log_dir,
+        } = match prepare_run(&a) {
+            Ok(p) => p,
+            Err(c) => {
+                let _ = std::fs::remove_file(protocol::socket_path(&dir));
+                return c;
+            }
+        };
+        let plan = a.plan.clone();
+        let plan_text = std::fs::read_to_string(&plan.path).unwrap_or_default();
+        let (engine, cmds) = Engine::new(
+            plan.clone(),
+            a.runtime.clone(),
+            EngineOptions {
+                gpus: a.gpus,
+                seed: a.seed,
+                wait_for_operator: background,
+            },
+        );
+        let mut engine = engine
+            .with_state(state.clone())
+            .with_time_scale(a.time_scale)
+            .with_image_budget(a.budget.clone());
+        let shutdown = CancellationToken::new();
+        let meta = protocol::Meta {
+            pid: std::process::id(),
+            sweep: plan.name.clone(),
+            plan_path: plan.path.clone(),
+            store: dir.clone(),
+            log_dir: log_dir.clone(),
+            runtime: a.runtime.name().to_string(),
+            gpus: a.gpus,
+        };
+        let hub = server::Hub::new(state, meta, plan_text, cmds, shutdown.clone());
+        engine.observe(Box::new(crate::headless::Printer::new(
+            plan.clone(),
+            std::io::stdout(),
+        )));
+        let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
+        // Logs first: their files are closed (sizes final) before the store records them.
+        engine.observe(Box::new(crate::engine::logs::LogWriter::new(log_dir, keys)));
+        engine.observe(Box::new(obs));
+        engine.observe(Box::new(server::HubObserver(hub.clone())));
+        crate::cli::spawn_signal_handler(shutdown.clone());
+        ignore_hangups();
+        let serving = tokio::spawn(server::serve(listener, hub.clone()));
+        println!(
+            "nightshift: daemon pid {} serving {} on {}",
+            std::process::id(),
+            plan.name,
+            protocol::socket_path(&dir).display()
+        );
+        let result = engine.run(shutdown.clone()).await;
+        // Clients get the last events, then the socket goes.
+        shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(2), serving).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let _ = std::fs::remove_file(protocol::socket_path(&dir));
+        match result {
+            Ok((summary, _)) => {
+                let _ = crate::headless::print_summary(&mut std::io::stdout(), &plan, &summary);
+                if summary.interrupted || summary.paused.is_some() || summary.counts.queued > 0 {
+                    1
+                } else {
+                    0
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                1
+            }
+        }
+    })
+}
+
+/// A dropped terminal or SSH session sends SIGHUP: the sweep goes on, and says so.
+fn ignore_hangups() {
+    tokio::spawn(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            eprintln!(
+                "nightshift: SIGHUP ignored: the sweep goes on (`nightshift attach` rejoins it)"
+            );
+        }
+    });
+}
+
+/// `nightshift run PLAN` (with the TUI): start the store's daemon in the background unless
+/// one runs already, then attach. `argv` is this process's command line, reused for the
+/// daemon with `--headless` (and the store made explicit).
+pub fn start_and_attach(a: &RunArgs, argv: Vec<OsString>) -> i32 {
+    let dir = match resolve_dir(a.store.clone(), &a.plan.name) {
+        Ok(d) => d,
+        Err(c) => return c,
+    };
+    if client::alive(&dir) {
+        eprintln!(
+            "nightshift: a sweep is already running on {}: attaching to it",
+            dir.display()
+        );
+        return client::attach(&dir);
+    }
+    match spawn_background(&dir, argv, a.store.is_none()) {
+        Ok(()) => client::attach(&dir),
+        Err(code) => code,
+    }
+}
+
+fn spawn_background(dir: &Path, argv: Vec<OsString>, add_store: bool) -> Result<(), i32> {
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        eprintln!("error: store {}: {e}", dir.display());
+        return Err(2);
+    }
+    let log_path = dir.join(LOG);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .and_then(|f| Ok((f.try_clone()?, f)));
+    let (out, err) = match log {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: {}: {e}", log_path.display());
+            return Err(2);
+        }
+    };
+    let exe = std::env::current_exe().unwrap_or_else(|_| "nightshift".into());
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(argv.into_iter().skip(1)).arg("--headless");
+    if add_store {
+        cmd.arg("--store").arg(dir);
+    }
+    cmd.env(BACKGROUND_ENV, "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    // A session of its own: no controlling terminal, so no SIGHUP when it goes; and
+    // SIGHUP ignored in case one is sent anyway.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: starting the sweep's daemon: {e}");
+            return Err(1);
+        }
+    };
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(60) {
+        if client::alive(dir) {
+            return Ok(());
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let tail = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let tail: Vec<&str> = tail.lines().rev().take(12).collect();
+            for l in tail.iter().rev() {
+                eprintln!("{l}");
+            }
+            eprintln!(
+                "error: the sweep's daemon exited ({status}) before it served; its log: {}",
+                log_path.display()
+            );
+            return Err(status.code().filter(|c| *c != 0).unwrap_or(1));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!(
+        "error: the sweep's daemon did not open its socket within 60 s; its log: {}",
+        log_path.display()
+    );
+    Err(1)
+}

@@ -1,0 +1,111 @@
+//! The daemon's wire protocol: JSON Lines over a Unix socket in the store directory
+//! (owner-only). A client says hello with the protocol version and what it wants; an
+//! attached client then gets a snapshot (the plan's text and the sweep state) followed by
+//! the live event stream, and may send commands at any time.
+
+use crate::event::{Command, Envelope};
+use crate::state::SweepState;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Bumped on any change a client of the previous version could misread.
+pub const VERSION: u32 = 1;
+
+/// The socket's name in the store directory.
+pub const SOCKET: &str = "nightshift.sock";
+
+pub fn socket_path(store: &Path) -> PathBuf {
+    store.join(SOCKET)
+}
+
+/// What a client asks for in its hello.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "want", rename_all = "snake_case")]
+pub enum Want {
+    /// The snapshot, then events; commands flow back.
+    Attach,
+    /// One status line, then the daemon closes.
+    Status,
+    /// Stop the sweep: after the runs in flight finish, or `now` (they are re-queued).
+    Stop { now: bool },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientMsg {
+    Hello { version: u32, want: Want },
+    Command { command: Command },
+}
+
+/// Where the sweep stands, for `status` and the attach snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    pub pid: u32,
+    pub sweep: String,
+    pub plan_path: PathBuf,
+    pub store: PathBuf,
+    pub log_dir: PathBuf,
+    pub runtime: String,
+    pub gpus: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum DaemonMsg {
+    Welcome {
+        version: u32,
+        meta: Meta,
+        /// The plan as the daemon loaded it (the file may have changed since).
+        plan_text: String,
+        state: SweepState,
+    },
+    Event {
+        env: Envelope,
+    },
+    /// The client fell behind and events were dropped: the state as it is now.
+    Resync {
+        state: SweepState,
+        dropped: u64,
+    },
+    Status {
+        line: String,
+    },
+    Stopping {
+        now: bool,
+    },
+    Refused {
+        why: String,
+    },
+}
+
+/// One message as a line.
+pub fn line<T: Serialize>(msg: &T) -> String {
+    let mut s = serde_json::to_string(msg).expect("protocol messages serialize");
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_as_single_lines() {
+        let hello = ClientMsg::Hello {
+            version: VERSION,
+            want: Want::Stop { now: true },
+        };
+        let l = line(&hello);
+        assert!(l.ends_with('\n') && !l[..l.len() - 1].contains('\n'));
+        assert_eq!(serde_json::from_str::<ClientMsg>(&l).unwrap(), hello);
+        let cmd = ClientMsg::Command {
+            command: Command::Pause,
+        };
+        assert_eq!(serde_json::from_str::<ClientMsg>(&line(&cmd)).unwrap(), cmd);
+        let st = DaemonMsg::Status { line: "x".into() };
+        assert!(matches!(
+            serde_json::from_str::<DaemonMsg>(&line(&st)).unwrap(),
+            DaemonMsg::Status { .. }
+        ));
+    }
+}

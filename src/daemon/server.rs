@@ -1,0 +1,277 @@
+//! The daemon's side of the socket: a hub the engine feeds (a mirror of the sweep state and
+//! a bounded broadcast of events) and one task per client. A slow client never slows the
+//! engine: it lags, loses events from the broadcast, and gets the current state instead.
+
+use super::protocol::{self, ClientMsg, DaemonMsg, Meta, Want};
+use crate::engine::observer::Observer;
+use crate::engine::CommandSender;
+use crate::event::{Command, Envelope, Event};
+use crate::state::SweepState;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+/// Events buffered per client before it counts as lagging (a second or two of a busy
+/// night's log lines).
+const CLIENT_BUFFER: usize = 16_384;
+
+/// What every client task shares.
+pub struct Hub {
+    state: Mutex<SweepState>,
+    meta: Mutex<Meta>,
+    events: broadcast::Sender<Arc<Envelope>>,
+    plan_text: String,
+    cmds: CommandSender,
+    shutdown: CancellationToken,
+}
+
+impl Hub {
+    pub fn new(
+        state: SweepState,
+        meta: Meta,
+        plan_text: String,
+        cmds: CommandSender,
+        shutdown: CancellationToken,
+    ) -> Arc<Hub> {
+        Arc::new(Hub {
+            state: Mutex::new(state),
+            meta: Mutex::new(meta),
+            events: broadcast::channel(CLIENT_BUFFER).0,
+            plan_text,
+            cmds,
+            shutdown,
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, SweepState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn meta(&self) -> Meta {
+        self.meta.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The one-line status (`nightshift status`, shell prompts).
+    pub fn status_line(&self) -> String {
+        let st = self.state();
+        let m = self.meta();
+        let c = st.counts();
+        let phase = match (&st.paused, st.finished) {
+            (_, true) => "finished".to_string(),
+            (Some(why), _) => format!("paused ({why})"),
+            (None, _) if c.held > 0 => format!("running, {} waiting for the operator", c.held),
+            (None, _) => "running".to_string(),
+        };
+        format!(
+            "nightshift: {} {phase}: {}/{} done ({} ok, {} failed, {} skipped), {} active; pid {}, store {}",
+            m.sweep,
+            c.done(),
+            c.total,
+            c.success,
+            c.failed,
+            c.skipped,
+            c.active,
+            m.pid,
+            m.store.display()
+        )
+    }
+
+    /// Stop the sweep: at once (runs in flight re-queued), or pause and stop once the runs
+    /// in flight have finished.
+    fn stop(self: &Arc<Self>, now: bool) {
+        if now {
+            let _ = self.cmds.send(Command::Shutdown);
+            self.shutdown.cancel();
+            return;
+        }
+        let _ = self.cmds.send(Command::Pause);
+        let hub = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                if hub.state().counts().active == 0 {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            let _ = hub.cmds.send(Command::Shutdown);
+            hub.shutdown.cancel();
+        });
+    }
+}
+
+/// The engine's observer that feeds the hub.
+pub struct HubObserver(pub Arc<Hub>);
+
+impl Observer for HubObserver {
+    fn on_event(&mut self, env: &Envelope) -> anyhow::Result<()> {
+        // State and broadcast under one lock: a client subscribing under the same lock sees
+        // every event after its snapshot exactly once.
+        let mut st = self.0.state();
+        let _ = st.apply(env);
+        if let Event::SweepStarted { runtime, gpus, .. } = &env.event {
+            let mut m = self.0.meta.lock().unwrap_or_else(|e| e.into_inner());
+            m.runtime = runtime.clone();
+            m.gpus = *gpus;
+        }
+        let _ = self.0.events.send(Arc::new(env.clone()));
+        Ok(())
+    }
+}
+
+/// Why the socket cannot be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error("a sweep is already running on this store (its socket {0} answers): `nightshift attach` joins it")]
+    Live(PathBuf),
+    #[error("cannot listen on {path}: {why}")]
+    Io { path: PathBuf, why: String },
+}
+
+/// Listen on the store's socket, owner-only. A socket file nobody answers on is stale (a
+/// daemon killed with -9): it is taken over.
+pub fn bind(store: &Path) -> Result<UnixListener, BindError> {
+    let path = protocol::socket_path(store);
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+            return Err(BindError::Live(path));
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+    let io = |e: std::io::Error| BindError::Io {
+        path: path.clone(),
+        why: e.to_string(),
+    };
+    // Created owner-only from the start: no window in which others could connect.
+    let old = unsafe { libc::umask(0o177) };
+    let bound = UnixListener::bind(&path);
+    unsafe { libc::umask(old) };
+    bound.map_err(io)
+}
+
+/// Serve clients until the shutdown token fires.
+pub async fn serve(listener: UnixListener, hub: Arc<Hub>) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let hub = Arc::clone(&hub);
+                    tokio::spawn(async move {
+                        let _ = client(stream, hub).await;
+                    });
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+            },
+            _ = hub.shutdown.cancelled() => break,
+        }
+    }
+}
+
+async fn send(w: &mut (impl AsyncWriteExt + Unpin), msg: &DaemonMsg) -> std::io::Result<()> {
+    w.write_all(protocol::line(msg).as_bytes()).await
+}
+
+async fn client(stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> {
+    let (r, w) = stream.into_split();
+    let mut w = tokio::io::BufWriter::new(w);
+    let mut lines = BufReader::new(r).lines();
+    let Some(first) = lines.next_line().await? else {
+        return Ok(());
+    };
+    let want = match serde_json::from_str::<ClientMsg>(&first) {
+        Ok(ClientMsg::Hello { version, want }) if version == protocol::VERSION => want,
+        Ok(ClientMsg::Hello { version, .. }) => {
+            let why = format!(
+                "protocol version {version} is not this daemon's ({}); use the same nightshift binary",
+                protocol::VERSION
+            );
+            send(&mut w, &DaemonMsg::Refused { why }).await?;
+            return w.flush().await;
+        }
+        _ => {
+            let why = "the first message must be a hello".to_string();
+            send(&mut w, &DaemonMsg::Refused { why }).await?;
+            return w.flush().await;
+        }
+    };
+    match want {
+        Want::Status => {
+            send(
+                &mut w,
+                &DaemonMsg::Status {
+                    line: hub.status_line(),
+                },
+            )
+            .await?;
+            w.flush().await
+        }
+        Want::Stop { now } => {
+            hub.stop(now);
+            send(&mut w, &DaemonMsg::Stopping { now }).await?;
+            w.flush().await
+        }
+        Want::Attach => attached(&mut w, &mut lines, hub).await,
+    }
+}
+
+async fn attached(
+    w: &mut (impl AsyncWriteExt + Unpin),
+    lines: &mut tokio::io::Lines<BufReader<tokio::net::unix::OwnedReadHalf>>,
+    hub: Arc<Hub>,
+) -> std::io::Result<()> {
+    let (state, mut rx) = {
+        let st = hub.state();
+        (st.clone(), hub.events.subscribe())
+    };
+    let welcome = DaemonMsg::Welcome {
+        version: protocol::VERSION,
+        meta: hub.meta(),
+        plan_text: hub.plan_text.clone(),
+        state,
+    };
+    send(w, &welcome).await?;
+    w.flush().await?;
+    loop {
+        tokio::select! {
+            ev = rx.recv() => match ev {
+                Ok(env) => {
+                    send(w, &DaemonMsg::Event { env: (*env).clone() }).await?;
+                    // Batch what is already queued into one flush.
+                    while let Ok(env) = rx.try_recv() {
+                        send(w, &DaemonMsg::Event { env: (*env).clone() }).await?;
+                    }
+                    w.flush().await?;
+                }
+                Err(broadcast::error::RecvError::Lagged(dropped)) => {
+                    let state = hub.state().clone();
+                    send(w, &DaemonMsg::Resync { state, dropped }).await?;
+                    w.flush().await?;
+                }
+                Err(broadcast::error::RecvError::Closed) => return w.flush().await,
+            },
+            line = lines.next_line() => match line? {
+                Some(l) => {
+                    match serde_json::from_str(&l) {
+                        // "Stop the sweep" from a client is the daemon's to carry out.
+                        Ok(ClientMsg::Command { command: Command::Shutdown }) => hub.stop(true),
+                        Ok(ClientMsg::Command { command }) => {
+                            let _ = hub.cmds.send(command);
+                        }
+                        _ => {}
+                    }
+                }
+                None => return Ok(()),
+            },
+            _ = hub.shutdown.cancelled() => {
+                // Let the last events out before the daemon goes.
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                while let Ok(env) = rx.try_recv() {
+                    send(w, &DaemonMsg::Event { env: (*env).clone() }).await?;
+                }
+                return w.flush().await;
+            }
+        }
+    }
+}

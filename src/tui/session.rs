@@ -1,0 +1,269 @@
+//! The TUI's event loop over a [`Link`]: events in, commands out. The link is an engine in
+//! this process (the demo) or a sweep daemon through its socket (`run`, `attach`); the
+//! loop does not know which, except for what quitting means.
+//!
+//! One `tokio::select!` takes terminal input, the sweep's events (unbounded on this side,
+//! so drawing never blocks the reader), GPU samples and a render tick; it redraws at most
+//! every `refresh` while things change, and once a second when idle (for clocks).
+
+use super::app::{App, Effect};
+use super::{export, gpu, on_terminal_event, open_pager, terminal, views, TuiExit, TuiOptions};
+use crate::event::{Command, Envelope};
+use crate::plan::Plan;
+use crate::state::SweepState;
+use futures_util::StreamExt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio_util::sync::CancellationToken;
+
+/// What comes over a link.
+#[derive(Debug)]
+pub enum Incoming {
+    Event(Envelope),
+    /// The sweep's whole state (after the client fell behind and events were dropped).
+    State(SweepState),
+}
+
+/// Resolves when the sweep on the other side is gone (finished, stopped, disconnected).
+pub type Ended = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+
+/// Who owns the sweep, which decides what quitting does.
+pub enum Owner {
+    /// The engine runs in this process: quitting stops it.
+    InProcess(CancellationToken),
+    /// A daemon owns it: quitting detaches (or, if asked, stops the sweep).
+    Attached,
+}
+
+pub struct Link {
+    pub events: UnboundedReceiver<Incoming>,
+    pub commands: UnboundedSender<Command>,
+    pub ended: Ended,
+    pub owner: Owner,
+    /// GPUs the sweep schedules on (the header and GPU panel before the first sample).
+    pub gpus: u32,
+    /// The runtime's name when the sweep started before this client (else its start event
+    /// says).
+    pub runtime: Option<String>,
+}
+
+/// Envelopes from an in-process engine as link messages.
+pub fn envelopes(mut rx: UnboundedReceiver<Envelope>) -> UnboundedReceiver<Incoming> {
+    let (tx, out) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(env) = rx.recv().await {
+            if tx.send(Incoming::Event(env)).is_err() {
+                return;
+            }
+        }
+    });
+    out
+}
+
+fn take(app: &mut App, m: Incoming) {
+    match m {
+        Incoming::Event(env) => app.on_envelope(&env),
+        Incoming::State(st) => app.state = st,
+    }
+}
+
+/// Run the screen until the operator quits or detaches, or a signal arrives.
+pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Result<TuiExit> {
+    let Link {
+        events: mut rx,
+        commands: cmds,
+        mut ended,
+        owner,
+        gpus,
+        runtime,
+    } = link;
+    let mut app = App::new(plan.clone(), gpus, opts.theme.clone(), opts.keymap.clone());
+    app.log_dir = opts.log_dir.clone();
+    app.attached = matches!(owner, Owner::Attached);
+    if let Some(r) = runtime {
+        app.runtime = r;
+    }
+    if let Some(st) = opts.initial_state.clone() {
+        app.state = st;
+    }
+    let (gtx, mut grx) = tokio::sync::mpsc::unbounded_channel();
+    if !opts.simulate_gpus {
+        gpu::spawn_nvml(opts.gpu_period, gtx);
+    } else {
+        drop(gtx);
+    }
+
+    let stderr_log = opts
+        .log_dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("nightshift-stderr.log");
+    let mut guard = terminal::Guard::enter(Some(stderr_log))?;
+    let mut input = crossterm::event::EventStream::new();
+    let mut tick = tokio::time::interval(opts.refresh);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut gpu_tick = tokio::time::interval(opts.gpu_period);
+    gpu_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    #[cfg(unix)]
+    let (mut sigterm, mut sighup) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        (
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::hangup())?,
+        )
+    };
+    let mut dirty = true;
+    let mut draw_now = true;
+    let mut last_draw = Instant::now();
+    let mut sweep_done = false;
+    let mut sweep_err = None;
+    let mut stop_sweep = false;
+
+    loop {
+        if draw_now
+            || (dirty && last_draw.elapsed() >= opts.refresh)
+            || last_draw.elapsed() >= Duration::from_secs(1)
+        {
+            app.now_ms = crate::event::now_ms();
+            guard.term.draw(|f| views::draw(f, &app))?;
+            last_draw = Instant::now();
+            dirty = false;
+            draw_now = false;
+        }
+        #[cfg(unix)]
+        let signal = async {
+            tokio::select! {
+                _ = sigterm.recv() => {},
+                _ = sighup.recv() => {},
+            }
+        };
+        #[cfg(not(unix))]
+        let signal = std::future::pending::<()>();
+        tokio::select! {
+            Some(m) = rx.recv() => {
+                take(&mut app, m);
+                // Take what is already there in one go; a flood must not starve keys.
+                for _ in 0..20_000 {
+                    match rx.try_recv() {
+                        Ok(m) => take(&mut app, m),
+                        Err(_) => break,
+                    }
+                }
+                dirty = true;
+            }
+            ev = input.next() => match ev {
+                Some(Ok(ev)) => {
+                    let effects = on_terminal_event(&mut app, ev);
+                    draw_now = true;
+                    let mut quit = false;
+                    for e in effects {
+                        match e {
+                            Effect::Quit | Effect::Detach => quit = true,
+                            Effect::StopSweep => {
+                                stop_sweep = true;
+                                quit = true;
+                            }
+                            Effect::Send(cmd) => {
+                                app.toast = Some(format!("→ {}", cmd.describe()));
+                                let _ = cmds.send(cmd);
+                            }
+                            Effect::Pager(run) => open_pager(&mut guard, &mut app, run),
+                            Effect::Export(path) => {
+                                app.toast = Some(match export::write(&app, path.as_deref()) {
+                                    Ok((c, j)) => format!("exported {} and {}", c.display(), j.display()),
+                                    Err(e) => format!("export failed: {e}"),
+                                });
+                            }
+                        }
+                    }
+                    if quit {
+                        break;
+                    }
+                }
+                Some(Err(_)) | None => break,
+            },
+            Some(m) = grx.recv() => {
+                app.on_gpu(m);
+                dirty = true;
+            }
+            _ = gpu_tick.tick(), if opts.simulate_gpus => {
+                app.now_ms = crate::event::now_ms();
+                app.sim_gpu_tick();
+                dirty = true;
+            }
+            _ = tick.tick() => {}
+            r = &mut ended, if !sweep_done => {
+                sweep_done = true;
+                app.finished = true;
+                // What was sent before the end is still worth showing.
+                while let Ok(m) = rx.try_recv() {
+                    take(&mut app, m);
+                }
+                match r {
+                    Ok(()) if app.attached => app.toast = Some("the sweep's daemon has ended — browse the results (3), q quits".into()),
+                    Ok(()) => app.toast = Some("sweep finished — browse the results (3), q quits".into()),
+                    Err(e) => { app.toast = Some(format!("sweep stopped: {e}")); sweep_err = Some(e); }
+                }
+                dirty = true;
+            }
+            _ = signal => break,
+        }
+    }
+
+    // In this process, quitting stops the sweep (runs in flight are re-queued); attached,
+    // it stops it only when asked, and otherwise leaves the daemon running.
+    let stop = match &owner {
+        Owner::InProcess(shutdown) => Some(shutdown.clone()),
+        Owner::Attached if stop_sweep => None,
+        Owner::Attached => {
+            if !sweep_done {
+                app.toast =
+                    Some("detached: the sweep goes on (`nightshift attach` rejoins)".into());
+            }
+            return finish(guard, &app, sweep_err, !sweep_done);
+        }
+    };
+    if !sweep_done {
+        let _ = cmds.send(Command::Shutdown);
+        if let Some(s) = &stop {
+            s.cancel();
+        }
+        app.toast = Some("stopping: cancelling runs in flight…".into());
+        app.now_ms = crate::event::now_ms();
+        let _ = guard.term.draw(|f| views::draw(f, &app));
+        let _ = tokio::time::timeout(Duration::from_secs(15), &mut ended).await;
+        while let Ok(m) = rx.try_recv() {
+            take(&mut app, m);
+        }
+    }
+    finish(guard, &app, sweep_err, false)
+}
+
+fn finish(
+    guard: terminal::Guard,
+    app: &App,
+    sweep_err: Option<String>,
+    detached: bool,
+) -> anyhow::Result<TuiExit> {
+    let stderr_log = guard.stderr_log.clone();
+    drop(guard);
+    if let Some(p) = stderr_log.filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0)) {
+        eprintln!(
+            "nightshift: warnings printed while the screen was open are in {}",
+            p.display()
+        );
+    }
+    if let Some(e) = sweep_err {
+        eprintln!("nightshift: the sweep stopped: {e}");
+    }
+    let c = app.state.counts();
+    Ok(TuiExit {
+        done: c.done(),
+        total: c.total,
+        finished: c.done() == c.total,
+        detached,
+    })
+}

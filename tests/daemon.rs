@@ -1,0 +1,362 @@
+//! The sweep daemon with the real binary: a sweep that outlives its terminal (tmux killed
+//! as an SSH drop would), two clients attached at once over the socket, and a daemon
+//! killed with -9 whose stale socket the next one takes over.
+
+use nightshift::daemon::protocol::{self, ClientMsg, DaemonMsg, Want};
+use nightshift::event::{Command as Cmd, Event};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_nightshift");
+
+fn plan(dir: &Path, commits: usize) -> PathBuf {
+    let mut t = String::from(
+        "schema_version = 1\nname = \"night\"\n[defaults]\nvariants = [\"baseline\", \"human\"]\n[images]\norg = \"o\"\nhuman = \"{org}/h:{commit}\"\nbaseline = \"{org}/b:{commit}\"\n",
+    );
+    for i in 0..commits {
+        t.push_str(&format!(
+            "[[commits]]\ncommit = \"c{i:07x}\"\nparent = \"c{i:07x}0000\"\nmodel = \"m/x\"\ngpu_config = \"H100:1\"\nperf_command = '''python benchmarks/benchmark_throughput.py --model m/x --input-len 256 --output-len 256'''\n"
+        ));
+    }
+    let p = dir.join("plan.toml");
+    std::fs::write(&p, t).unwrap();
+    p
+}
+
+fn status(store: &Path) -> (i32, String) {
+    let o = Command::new(BIN)
+        .args(["status", "--store", store.to_str().unwrap()])
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+fn stop_now(store: &Path) -> std::process::Output {
+    Command::new(BIN)
+        .args(["stop", "--now", "--store", store.to_str().unwrap()])
+        .output()
+        .unwrap()
+}
+
+fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(secs) {
+        if ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn headless(plan: &Path, store: &Path, speed: &str) -> Child {
+    Command::new(BIN)
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--runtime",
+            "sim",
+            "--headless",
+        ])
+        .args([
+            "--gpus",
+            "2",
+            "--speed",
+            speed,
+            "--store",
+            store.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// A headless daemon on a fresh store, serving.
+fn started(commits: usize, speed: &str) -> (tempfile::TempDir, PathBuf, PathBuf, Child) {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = plan(tmp.path(), commits);
+    let store = tmp.path().join("store");
+    let daemon = headless(&plan, &store, speed);
+    wait_for("the daemon's socket", 30, || status(&store).0 == 0);
+    (tmp, plan, store, daemon)
+}
+
+fn require_tmux() -> bool {
+    if Command::new("tmux").arg("-V").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "CI=true and tmux is not installed: the daemon's terminal test cannot run"
+    );
+    eprintln!("SKIP: tmux is not installed");
+    false
+}
+
+struct Tmux(String);
+
+impl Tmux {
+    fn new(name: &str, cmd: &str) -> Tmux {
+        let socket = format!("ns-daemon-{}-{name}", std::process::id());
+        let t = Tmux(socket);
+        t.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            name,
+            "-x",
+            "150",
+            "-y",
+            "40",
+            cmd,
+        ]);
+        t
+    }
+    fn run(&self, args: &[&str]) -> String {
+        let o = Command::new("tmux")
+            .args(["-L", &self.0])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p"])
+    }
+    fn kill_server(&self) {
+        self.run(&["kill-server"]);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.kill_server();
+    }
+}
+
+#[test]
+fn a_sweep_outlives_its_terminal_and_attaches_again() {
+    if !require_tmux() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = plan(tmp.path(), 30);
+    let store = tmp.path().join("store");
+    let s = store.to_str().unwrap();
+    let first = Tmux::new(
+        "first",
+        &format!(
+            "{BIN} run {} --runtime sim --gpus 2 --speed 5 --store {s}",
+            plan.display()
+        ),
+    );
+    wait_for("the TUI attached to the daemon", 30, || {
+        first.screen().contains("queue")
+    });
+    // The SSH session drops: the terminal and every process in it get SIGHUP.
+    first.kill_server();
+    std::thread::sleep(Duration::from_millis(500));
+    let (code, line) = status(&store);
+    assert_eq!(code, 0, "the sweep must outlive its terminal: {line}");
+    assert!(line.contains("night running"), "{line}");
+    let second = Tmux::new("second", &format!("{BIN} attach --store {s}; sleep 30"));
+    wait_for("progress after attaching again", 30, || {
+        let sc = second.screen();
+        sc.contains("queue") && sc.contains("done")
+    });
+    // q asks; d detaches and the sweep goes on.
+    second.run(&["send-keys", "q"]);
+    wait_for("the detach question", 10, || {
+        second.screen().contains("leave the sweep?")
+    });
+    second.run(&["send-keys", "d"]);
+    wait_for("the client to detach", 10, || {
+        second.screen().contains("detached, the sweep goes on")
+    });
+    assert_eq!(status(&store).0, 0);
+    let o = stop_now(&store);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (code, line) = status(&store);
+    assert_eq!(code, 1, "{line}");
+}
+
+struct Client {
+    r: BufReader<UnixStream>,
+    w: UnixStream,
+}
+
+impl Client {
+    fn attach(store: &Path) -> (Client, DaemonMsg) {
+        let s = UnixStream::connect(protocol::socket_path(store)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut c = Client {
+            r: BufReader::new(s.try_clone().unwrap()),
+            w: s,
+        };
+        c.send(&ClientMsg::Hello {
+            version: protocol::VERSION,
+            want: Want::Attach,
+        });
+        let first = c.next();
+        (c, first)
+    }
+    fn send(&mut self, m: &ClientMsg) {
+        self.w.write_all(protocol::line(m).as_bytes()).unwrap();
+    }
+    fn next(&mut self) -> DaemonMsg {
+        let mut l = String::new();
+        self.r.read_line(&mut l).unwrap();
+        serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l:?}"))
+    }
+    fn until(&mut self, what: &str, ok: impl Fn(&Event) -> bool) {
+        for _ in 0..100_000 {
+            if let DaemonMsg::Event { env } = self.next() {
+                if ok(&env.event) {
+                    return;
+                }
+            }
+        }
+        panic!("no {what}");
+    }
+}
+
+#[test]
+fn two_clients_see_the_same_sweep_and_either_may_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = plan(tmp.path(), 40);
+    let store = tmp.path().join("store");
+    let mut daemon = headless(&plan, &store, "5");
+    wait_for("the daemon's socket", 30, || {
+        UnixStream::connect(protocol::socket_path(&store)).is_ok()
+    });
+    let (mut a, wa) = Client::attach(&store);
+    let (mut b, wb) = Client::attach(&store);
+    for w in [&wa, &wb] {
+        match w {
+            DaemonMsg::Welcome { meta, state, .. } => {
+                assert_eq!(meta.sweep, "night");
+                assert_eq!(state.runs.len(), 80);
+            }
+            other => panic!("expected a welcome, got {other:?}"),
+        }
+    }
+    // The socket is the owner's alone.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(protocol::socket_path(&store))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "socket mode {mode:o}");
+    // One pauses; both see it.
+    b.send(&ClientMsg::Command {
+        command: Cmd::Pause,
+    });
+    a.until("pause", |e| matches!(e, Event::Paused { .. }));
+    b.until("pause", |e| matches!(e, Event::Paused { .. }));
+    let (_, line) = status(&store);
+    assert!(line.contains("paused"), "{line}");
+    // The other resumes; both see it.
+    a.send(&ClientMsg::Command {
+        command: Cmd::Resume,
+    });
+    a.until("resume", |e| matches!(e, Event::Resumed));
+    b.until("resume", |e| matches!(e, Event::Resumed));
+    // A client of another protocol version is refused, with why.
+    let s = UnixStream::connect(protocol::socket_path(&store)).unwrap();
+    let mut old = Client {
+        r: BufReader::new(s.try_clone().unwrap()),
+        w: s,
+    };
+    old.send(&ClientMsg::Hello {
+        version: protocol::VERSION + 1,
+        want: Want::Status,
+    });
+    assert!(matches!(old.next(), DaemonMsg::Refused { .. }));
+    stop_now(&store);
+    let _ = daemon.wait();
+}
+
+#[test]
+fn a_killed_daemons_socket_is_taken_over() {
+    let (_tmp, plan, store, mut daemon) = started(6, "5");
+    daemon.kill().unwrap(); // SIGKILL: the socket file stays
+    daemon.wait().unwrap();
+    assert!(protocol::socket_path(&store).exists());
+    let (code, line) = status(&store);
+    assert_eq!(code, 1, "{line}");
+    assert!(line.contains("its daemon is gone"), "{line}");
+    // A second daemon may not start while one is alive…
+    let mut again = headless(&plan, &store, "max");
+    let t0 = Instant::now();
+    let code = loop {
+        if let Some(s) = again.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the resumed sweep hangs"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // …but a dead one's store is taken over and the sweep finishes.
+    assert_eq!(code, Some(0));
+    assert!(!protocol::socket_path(&store).exists());
+    let o = Command::new(BIN)
+        .args([
+            "results",
+            "--store",
+            store.to_str().unwrap(),
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    // Every attempt is a record; an interrupted one is not an outcome.
+    let mut finals = std::collections::BTreeMap::<String, usize>::new();
+    for l in String::from_utf8_lossy(&o.stdout).lines() {
+        let r: serde_json::Value = serde_json::from_str(l).unwrap();
+        let n = finals
+            .entry(r["key"].as_str().unwrap().to_string())
+            .or_default();
+        if r["status"] != "interrupted" {
+            *n += 1;
+        }
+    }
+    assert_eq!(finals.len(), 12, "{finals:?}");
+    assert!(
+        finals.values().all(|n| *n == 1),
+        "one final outcome per run: {finals:?}"
+    );
+}
+
+#[test]
+fn a_second_daemon_on_a_live_store_is_refused() {
+    let (_tmp, plan, store, mut daemon) = started(40, "2");
+    let o = Command::new(BIN)
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--runtime",
+            "sim",
+            "--headless",
+        ])
+        .args(["--store", store.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("already running") && err.contains("attach"),
+        "{err}"
+    );
+    stop_now(&store);
+    let _ = daemon.wait();
+}
