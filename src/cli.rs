@@ -51,6 +51,43 @@ pub struct ImageArgs {
     pub build_timeout_min: u64,
 }
 
+/// `run`'s alert options: where the daemon tells someone that the night needs them.
+#[derive(clap::Args, Debug, Clone)]
+pub struct AlertArgs {
+    /// POST each alert as JSON to this URL (repeatable).
+    #[arg(long, value_name = "URL")]
+    pub alert_webhook: Vec<String>,
+    /// A Slack- or Discord-compatible incoming webhook (repeatable).
+    #[arg(long, value_name = "URL")]
+    pub alert_slack: Vec<String>,
+    /// An ntfy topic URL, e.g. https://ntfy.sh/my-night (repeatable).
+    #[arg(long, value_name = "URL")]
+    pub alert_ntfy: Vec<String>,
+    /// A shell command run per alert (NIGHTSHIFT_ALERT_* in its environment, JSON on stdin).
+    #[arg(long, value_name = "CMD")]
+    pub alert_command: Vec<String>,
+    /// Alert when a run has waited this long for the operator.
+    #[arg(long, value_name = "MIN", default_value_t = 30)]
+    pub alert_held_min: u64,
+}
+
+impl AlertArgs {
+    pub fn targets(&self) -> (crate::alerts::Targets, crate::alerts::Limits) {
+        (
+            crate::alerts::Targets {
+                webhooks: self.alert_webhook.clone(),
+                slack: self.alert_slack.clone(),
+                ntfy: self.alert_ntfy.clone(),
+                commands: self.alert_command.clone(),
+            },
+            crate::alerts::Limits {
+                held_after_ms: self.alert_held_min.saturating_mul(60_000),
+                ..Default::default()
+            },
+        )
+    }
+}
+
 /// What the Docker runtime takes from [`ImageArgs`].
 #[derive(Debug, Clone)]
 pub struct DockerOptions {
@@ -83,6 +120,8 @@ impl ImageArgs {
     }
 }
 
+// Parsed once at start: the size of the `run` variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
     /// Run (or resume) a sweep.
@@ -116,6 +155,8 @@ pub enum Cmd {
         rerun_changed: bool,
         #[command(flatten)]
         images: ImageArgs,
+        #[command(flatten)]
+        alerts: AlertArgs,
     },
     /// The TUI on the store's running sweep (started by `run`; detach with `d`).
     Attach {
@@ -290,6 +331,7 @@ pub fn run(cli: Cli) -> i32 {
             retry_failed,
             rerun_changed,
             images,
+            alerts,
         } => {
             let speed: Speed = match speed.parse() {
                 Ok(s) => s,
@@ -305,7 +347,7 @@ pub fn run(cli: Cli) -> i32 {
             // Docker runs in real time (policy backoffs unscaled); the sim scales them.
             let (rt, gpus, time_scale): (Arc<dyn Runtime>, u32, f64) =
                 if runtime == RuntimeKind::Docker {
-                    match crate::runtime::docker::for_cli(&plan, &images.docker()) {
+                    match crate::runtime::docker::for_cli(&plan, &images.docker(), gpus) {
                         Ok(rt) => (
                             rt,
                             gpus.unwrap_or_else(crate::runtime::docker::visible_gpus),
@@ -331,6 +373,7 @@ pub fn run(cli: Cli) -> i32 {
                 rerun_changed,
                 time_scale,
                 budget: images.budget(),
+                alerts: alerts.targets(),
             };
             if !headless {
                 return crate::daemon::start_and_attach(&args, std::env::args_os().collect());

@@ -3,6 +3,7 @@
 //! The core (plan, parse, diagnose, policy, scheduler, state) is pure and synchronous;
 //! adapters (sim, docker, sled store, terminal, NVML) sit at the edges.
 
+pub mod alerts;
 pub mod bench;
 pub mod category;
 pub mod cli;

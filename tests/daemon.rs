@@ -360,3 +360,37 @@ fn a_second_daemon_on_a_live_store_is_refused() {
     stop_now(&store);
     let _ = daemon.wait();
 }
+
+/// On the Docker runtime, a box where NVML sees no GPU is a start error naming the cause
+/// (not a night of skipped runs); `--gpus N` makes N slots without device requests.
+#[test]
+fn no_visible_gpu_is_an_error_at_start() {
+    if nightshift::runtime::docker::gpu_census().is_ok() {
+        eprintln!("SKIP: this box has GPUs");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = plan(tmp.path(), 1);
+    let o = Command::new(BIN)
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--headless",
+            "--runtime",
+            "docker",
+        ])
+        .args(["--store", tmp.path().join("store").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    // Without Docker the error is Docker's (exit 1); with it, the GPU's (exit 2).
+    if err.contains("Docker is not reachable") {
+        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{err}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no GPU visible") && err.contains("--gpus N"),
+        "{err}"
+    );
+}

@@ -53,7 +53,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             eprintln!("error: store {}: {e}", dir.display());
             return 2;
         }
-        let listener = match server::bind(&dir) {
+        let (listener, took_over) = match server::bind(&dir) {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -109,6 +109,14 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         crate::cli::spawn_signal_handler(shutdown.clone());
         ignore_hangups();
         let serving = tokio::spawn(server::serve(listener, hub.clone()));
+        let alerting = (!a.alerts.0.is_empty()).then(|| {
+            tokio::spawn(alerts_task(
+                hub.clone(),
+                plan.name.clone(),
+                a.alerts.clone(),
+                took_over,
+            ))
+        });
         println!(
             "nightshift: daemon pid {} serving {} on {}",
             std::process::id(),
@@ -119,6 +127,9 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         // Clients get the last events, then the socket goes.
         shutdown.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(2), serving).await;
+        if let Some(t) = alerting {
+            let _ = tokio::time::timeout(Duration::from_secs(20), t).await;
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
         let _ = std::fs::remove_file(protocol::socket_path(&dir));
         match result {
@@ -242,4 +253,60 @@ fn spawn_background(dir: &Path, argv: Vec<OsString>, add_store: bool) -> Result<
         log_path.display()
     );
     Err(1)
+}
+
+/// Alerts from the hub's events: held-run checks every 30 s, the last events drained when
+/// the daemon stops (the end of the sweep is the one the operator waits for).
+async fn alerts_task(
+    hub: std::sync::Arc<server::Hub>,
+    sweep: String,
+    (targets, limits): (crate::alerts::Targets, crate::alerts::Limits),
+    restarted: bool,
+) {
+    use crate::alerts::{send::Sender, Alerter};
+    let (state, mut rx) = hub.subscribe();
+    let mut alerter = Alerter::new(&sweep, state, limits);
+    let sender = Sender::new(
+        targets,
+        crate::runtime::docker::secrets::Secrets::from_env(),
+    );
+    let deliver = |alerts: Vec<crate::alerts::Alert>| {
+        let sender = &sender;
+        async move {
+            for a in alerts {
+                match sender.send(&a).await {
+                    Ok(()) => println!("nightshift: alert sent: {}", Sender::describe(&a)),
+                    Err(failed) => eprintln!(
+                        "nightshift: alert not delivered to {}: {}",
+                        failed.join("; "),
+                        Sender::describe(&a)
+                    ),
+                }
+            }
+        }
+    };
+    if restarted {
+        let got = alerter.restarted(
+            crate::event::now_ms(),
+            "a stale socket was taken over (the previous daemon died)",
+        );
+        deliver(got).await;
+    }
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        tokio::select! {
+            ev = rx.recv() => match ev {
+                Ok(env) => deliver(alerter.on_event(&env)).await,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            },
+            _ = tick.tick() => deliver(alerter.tick(crate::event::now_ms())).await,
+            _ = hub.shutdown().cancelled() => {
+                while let Ok(env) = rx.try_recv() {
+                    deliver(alerter.on_event(&env)).await;
+                }
+                return;
+            }
+        }
+    }
 }

@@ -46,6 +46,16 @@ impl Hub {
         })
     }
 
+    /// The state now and every event after it.
+    pub fn subscribe(&self) -> (SweepState, broadcast::Receiver<Arc<Envelope>>) {
+        let st = self.state();
+        (st.clone(), self.events.subscribe())
+    }
+
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, SweepState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -131,10 +141,11 @@ pub enum BindError {
 }
 
 /// Listen on the store's socket, owner-only. A socket file nobody answers on is stale (a
-/// daemon killed with -9): it is taken over.
-pub fn bind(store: &Path) -> Result<UnixListener, BindError> {
+/// daemon killed with -9): it is taken over, and the `bool` says so.
+pub fn bind(store: &Path) -> Result<(UnixListener, bool), BindError> {
     let path = protocol::socket_path(store);
-    if path.exists() {
+    let stale = path.exists();
+    if stale {
         if std::os::unix::net::UnixStream::connect(&path).is_ok() {
             return Err(BindError::Live(path));
         }
@@ -148,7 +159,7 @@ pub fn bind(store: &Path) -> Result<UnixListener, BindError> {
     let old = unsafe { libc::umask(0o177) };
     let bound = UnixListener::bind(&path);
     unsafe { libc::umask(old) };
-    bound.map_err(io)
+    bound.map(|l| (l, stale)).map_err(io)
 }
 
 /// Serve clients until the shutdown token fires.

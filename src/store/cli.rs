@@ -26,6 +26,8 @@ pub struct RunArgs {
     pub time_scale: f64,
     /// Disk budget and keep list for prefetch and eviction.
     pub budget: crate::images::Budget,
+    /// Where the daemon's alerts go, and how often.
+    pub alerts: (crate::alerts::Targets, crate::alerts::Limits),
 }
 
 fn store_error(e: &StoreError) -> i32 {

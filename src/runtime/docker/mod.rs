@@ -1143,14 +1143,26 @@ pub fn min_gpu_memory() -> Option<u64> {
 }
 
 pub fn visible_gpus() -> u32 {
-    nvml_wrapper::Nvml::init()
-        .and_then(|n| n.device_count())
-        .unwrap_or(0)
+    gpu_census().unwrap_or(0)
+}
+
+/// How many GPUs NVML sees, or why it sees none.
+pub fn gpu_census() -> Result<u32, String> {
+    let nvml = nvml_wrapper::Nvml::init().map_err(|e| format!("NVML cannot start ({e})"))?;
+    match nvml.device_count() {
+        Ok(0) => Err("NVML runs but lists no GPU".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("NVML cannot count GPUs ({e})")),
+    }
 }
 
 /// For `nightshift run --runtime docker`: check that Docker answers (with a hint when it
 /// does not), then build the runtime from the plan. Err is the exit status.
-pub fn for_cli(plan: &Plan, opts: &crate::cli::DockerOptions) -> Result<Arc<dyn Runtime>, i32> {
+pub fn for_cli(
+    plan: &Plan,
+    opts: &crate::cli::DockerOptions,
+    gpus: Option<u32>,
+) -> Result<Arc<dyn Runtime>, i32> {
     let check = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -1181,9 +1193,22 @@ pub fn for_cli(plan: &Plan, opts: &crate::cli::DockerOptions) -> Result<Arc<dyn 
             }
         }
     }
-    if visible_gpus() == 0 {
-        eprintln!("nightshift: NVML sees no GPU: containers get no GPU device requests (stand-in / test mode)");
-        cfg.gpu_requests = false;
+    // No GPU is a broken night, not one where every run is skipped: say so before it
+    // starts. An explicit --gpus N on such a box means N slots without device requests.
+    if let Err(why) = gpu_census() {
+        match gpus {
+            None => {
+                eprintln!("error: no GPU visible: {why}");
+                eprintln!("hint: check the NVIDIA driver (`nvidia-smi`); on a box without GPUs, `--gpus N` runs N slots without device requests (rehearsals, CI), `--gpus 0` only what needs no GPU");
+                return Err(2);
+            }
+            Some(n) => {
+                eprintln!(
+                    "nightshift: no GPU visible ({why}): {n} slots without GPU device requests"
+                );
+                cfg.gpu_requests = false;
+            }
+        }
     }
     match DockerRuntime::new(cfg) {
         Ok(rt) => Ok(Arc::new(rt)),
