@@ -10,6 +10,8 @@ command -v tmux >/dev/null || need+=(tmux)
 command -v docker-registry >/dev/null || need+=(docker-registry)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v htpasswd >/dev/null || need+=(apache2-utils)
+# The digest screenshot (tests/digest.rs): a real headless browser draws the HTML page.
+command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need[@]}"

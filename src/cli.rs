@@ -222,6 +222,19 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The morning digest: counts, the 3-way table, failures with their deciding lines,
+    /// fixes applied, GPU-hours by outcome and the runs waiting for a decision. The sweep
+    /// writes it into the store dir (digest.md, digest.html) when it ends.
+    Digest {
+        #[arg(long)]
+        store: Option<PathBuf>,
+        /// md (Markdown) or html (one self-contained page).
+        #[arg(long, default_value = "md")]
+        format: String,
+        /// Write here instead of to standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Fetch the plan's model weights (into the HF cache) and datasets ahead of the night.
     Prefetch {
         plan: PathBuf,
@@ -412,8 +425,41 @@ pub fn run(cli: Cli) -> i32 {
             format,
             filter,
             threshold,
-        } => crate::store::cli::results(store, &format, filter.as_deref(), threshold),
-        Cmd::Show { what, store, json } => crate::store::cli::show_cmd(store, &what, json),
+        } => {
+            if let Err(e) = crate::store::cli::check_results_args(&format, filter.as_deref()) {
+                eprintln!("error: {e}");
+                return 2;
+            }
+            let dir = match crate::store::cli::find_dir(store) {
+                Ok(d) => d,
+                Err(c) => return c,
+            };
+            // A running sweep's daemon holds the store: it answers from it, live.
+            let want = crate::daemon::protocol::Want::Results {
+                format: format.clone(),
+                filter: filter.clone(),
+                threshold,
+            };
+            if let Some(code) = crate::daemon::client::query(&dir, want) {
+                return code;
+            }
+            crate::store::cli::results(Some(dir), &format, filter.as_deref(), threshold)
+        }
+        Cmd::Show { what, store, json } => {
+            let dir = match crate::store::cli::find_dir(store) {
+                Ok(d) => d,
+                Err(c) => return c,
+            };
+            let want = crate::daemon::protocol::Want::Show {
+                what: what.clone(),
+                json,
+            };
+            if let Some(code) = crate::daemon::client::query(&dir, want) {
+                return code;
+            }
+            crate::store::cli::show_cmd(Some(dir), &what, json)
+        }
+        Cmd::Digest { store, format, out } => digest(store, &format, out),
         Cmd::Prefetch {
             plan,
             models_only,
@@ -482,6 +528,42 @@ pub fn run(cli: Cli) -> i32 {
 /// them quietly, as with any Unix tool, not with a "failed printing to stdout" panic. Only
 /// for commands that talk to no socket — a sweep keeps Rust's default (SIGPIPE ignored) so
 /// a Docker connection dropping is an error, not a silent death.
+/// `nightshift digest`: from the live daemon when one runs, else from the store.
+fn digest(store: Option<PathBuf>, format: &str, out: Option<PathBuf>) -> i32 {
+    if !["md", "html"].contains(&format) {
+        eprintln!("error: --format `{format}` (expected md or html)");
+        return 2;
+    }
+    let dir = match crate::store::cli::find_dir(store) {
+        Ok(d) => d,
+        Err(c) => return c,
+    };
+    let want = crate::daemon::protocol::Want::Digest {
+        format: format.to_string(),
+    };
+    let text = match crate::daemon::client::query_text(&dir, want) {
+        Some(r) => r,
+        None => match crate::store::cli::find_store(Some(dir)) {
+            Ok(s) => crate::store::cli::digest_for(&s, format),
+            Err(c) => return c,
+        },
+    };
+    match (text, out) {
+        (Ok(t), Some(path)) => match std::fs::write(&path, t) {
+            Ok(()) => {
+                println!("digest written to {}", path.display());
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {}: {e}", path.display());
+                2
+            }
+        },
+        (r, None) => crate::store::cli::answer(r),
+        (Err(e), Some(_)) => crate::store::cli::answer(Err(e)),
+    }
+}
+
 fn die_quietly_on_closed_pipe() {
     #[cfg(unix)]
     // SAFETY: restoring the default disposition of one signal at start-up, before any

@@ -9,6 +9,7 @@ pub mod category;
 pub mod cli;
 pub mod daemon;
 pub mod diagnose;
+pub mod digest;
 pub mod engine;
 pub mod event;
 pub mod headless;

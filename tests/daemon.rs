@@ -55,32 +55,60 @@ fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
     panic!("timed out waiting for {what}");
 }
 
-fn headless(plan: &Path, store: &Path, speed: &str) -> Child {
-    Command::new(BIN)
-        .args([
-            "run",
-            plan.to_str().unwrap(),
-            "--runtime",
-            "sim",
-            "--headless",
-        ])
-        .args([
-            "--gpus",
-            "2",
-            "--speed",
-            speed,
-            "--store",
-            store.to_str().unwrap(),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+fn headless(plan: &Path, store: &Path, speed: &str) -> Daemon {
+    Daemon(
+        Command::new(BIN)
+            .args([
+                "run",
+                plan.to_str().unwrap(),
+                "--runtime",
+                "sim",
+                "--headless",
+            ])
+            .args([
+                "--gpus",
+                "2",
+                "--speed",
+                speed,
+                "--store",
+                store.to_str().unwrap(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// A daemon that dies with the test, even a failing one: a leaked daemon would keep its
+/// store (and whatever descriptors it inherited) for good.
+struct Daemon(Child);
+
+impl std::ops::Deref for Daemon {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
 
 /// A headless daemon on a fresh store, serving.
-fn started(commits: usize, speed: &str) -> (tempfile::TempDir, PathBuf, PathBuf, Child) {
+fn started(commits: usize, speed: &str) -> (tempfile::TempDir, PathBuf, PathBuf, Daemon) {
     let tmp = tempfile::tempdir().unwrap();
     let plan = plan(tmp.path(), commits);
     let store = tmp.path().join("store");
@@ -269,6 +297,49 @@ fn two_clients_see_the_same_sweep_and_either_may_command() {
     });
     a.until("resume", |e| matches!(e, Event::Resumed));
     b.until("resume", |e| matches!(e, Event::Resumed));
+    // `results` and `show` are answered by the live daemon from its store, not a copy.
+    let r = Command::new(BIN)
+        .args([
+            "results",
+            "--store",
+            store.to_str().unwrap(),
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr),
+    );
+    assert!(r.status.success(), "{err}");
+    assert!(!err.contains("snapshot"), "{err}");
+    // One record per attempt: the two runs in flight, as the daemon sees them now.
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(out.contains("\"status\":\"running\""), "{out}");
+    let r = Command::new(BIN)
+        .args(["digest", "--store", store.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success());
+    assert!(out.contains("80 runs: 78 queued, 2 running"), "{out}");
+    let r = Command::new(BIN)
+        .args([
+            "show",
+            "c0000000/baseline",
+            "--store",
+            store.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(r.status.success());
+    assert!(String::from_utf8_lossy(&r.stdout).contains("c0000000/baseline"));
+    let r = Command::new(BIN)
+        .args(["show", "nope", "--store", store.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
     // A client of another protocol version is refused, with why.
     let s = UnixStream::connect(protocol::socket_path(&store)).unwrap();
     let mut old = Client {

@@ -242,3 +242,26 @@ async fn attach_async(store: &Path) -> i32 {
         }
     }
 }
+
+/// A query (`results`, `show`, `digest`) answered by the live daemon: None when no daemon
+/// runs on `store` (the caller reads the store itself); else the text, or the error and its
+/// exit status.
+pub fn query_text(store: &Path, want: Want) -> Option<Result<String, (i32, String)>> {
+    if !alive(store) {
+        return None;
+    }
+    Some(match ask(store, want) {
+        Ok(DaemonMsg::Output { text, error, code }) => match error {
+            Some(e) => Err((code, e)),
+            None => Ok(text),
+        },
+        Ok(DaemonMsg::Refused { why }) => Err((2, why)),
+        Ok(other) => Err((2, format!("unexpected answer {other:?}"))),
+        Err(e) => Err((1, e.to_string())),
+    })
+}
+
+/// [`query_text`], printed: the exit status, or None when no daemon runs on `store`.
+pub fn query(store: &Path, want: Want) -> Option<i32> {
+    query_text(store, want).map(crate::store::cli::answer)
+}

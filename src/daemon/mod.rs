@@ -96,7 +96,15 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             runtime: a.runtime.name().to_string(),
             gpus: a.gpus,
         };
-        let hub = server::Hub::new(state, meta, plan_text, cmds, shutdown.clone());
+        let store = obs.shared();
+        let hub = server::Hub::new(
+            state,
+            meta,
+            plan_text,
+            cmds,
+            shutdown.clone(),
+            Some(store.clone()),
+        );
         engine.observe(Box::new(crate::headless::Printer::new(
             plan.clone(),
             std::io::stdout(),
@@ -124,6 +132,21 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             protocol::socket_path(&dir).display()
         );
         let result = engine.run(shutdown.clone()).await;
+        // The morning digest, next to the store, whatever way the sweep ended.
+        let digest = tokio::task::spawn_blocking(move || {
+            let s = store.lock().unwrap_or_else(|e| e.into_inner());
+            crate::store::cli::write_digest(&s)
+        })
+        .await;
+        match digest {
+            Ok(Ok((md, html))) => println!(
+                "nightshift: digest written to {} and {}",
+                md.display(),
+                html.display()
+            ),
+            Ok(Err(e)) => eprintln!("warning: the digest could not be written: {e:#}"),
+            Err(e) => eprintln!("warning: the digest could not be written: {e}"),
+        }
         // Clients get the last events, then the socket goes.
         shutdown.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(2), serving).await;

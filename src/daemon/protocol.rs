@@ -28,6 +28,16 @@ pub enum Want {
     Status,
     /// Stop the sweep: after the runs in flight finish, or `now` (they are re-queued).
     Stop { now: bool },
+    /// `nightshift results` from the live store.
+    Results {
+        format: String,
+        filter: Option<String>,
+        threshold: f64,
+    },
+    /// `nightshift show` from the live store.
+    Show { what: String, json: bool },
+    /// `nightshift digest` from the live store (`md` or `html`).
+    Digest { format: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,6 +85,12 @@ pub enum DaemonMsg {
     },
     Refused {
         why: String,
+    },
+    /// A query's answer: its text, or an error and the exit status it means.
+    Output {
+        text: String,
+        error: Option<String>,
+        code: i32,
     },
 }
 

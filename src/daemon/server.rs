@@ -26,6 +26,8 @@ pub struct Hub {
     plan_text: String,
     cmds: CommandSender,
     shutdown: CancellationToken,
+    /// The live store, for `results` and `show`.
+    store: Option<Arc<Mutex<crate::store::Store>>>,
 }
 
 impl Hub {
@@ -35,6 +37,7 @@ impl Hub {
         plan_text: String,
         cmds: CommandSender,
         shutdown: CancellationToken,
+        store: Option<Arc<Mutex<crate::store::Store>>>,
     ) -> Arc<Hub> {
         Arc::new(Hub {
             state: Mutex::new(state),
@@ -43,7 +46,46 @@ impl Hub {
             plan_text,
             cmds,
             shutdown,
+            store,
         })
+    }
+
+    /// Answer a query from the live store, off the async workers (it reads sled).
+    async fn query(&self, want: Want) -> DaemonMsg {
+        let Some(store) = self.store.clone() else {
+            return DaemonMsg::Output {
+                text: String::new(),
+                error: Some("this daemon keeps no store".into()),
+                code: 2,
+            };
+        };
+        let r = tokio::task::spawn_blocking(move || {
+            let s = store.lock().unwrap_or_else(|e| e.into_inner());
+            match want {
+                Want::Results {
+                    format,
+                    filter,
+                    threshold,
+                } => crate::store::cli::results_for(&s, &format, filter.as_deref(), threshold),
+                Want::Show { what, json } => crate::store::cli::show_for(&s, &what, json),
+                Want::Digest { format } => crate::store::cli::digest_for(&s, &format),
+                _ => Err((2, "not a query".into())),
+            }
+        })
+        .await
+        .unwrap_or_else(|e| Err((1, format!("the query failed: {e}"))));
+        match r {
+            Ok(text) => DaemonMsg::Output {
+                text,
+                error: None,
+                code: 0,
+            },
+            Err((code, e)) => DaemonMsg::Output {
+                text: String::new(),
+                error: Some(e),
+                code,
+            },
+        }
     }
 
     /// The state now and every event after it.
@@ -224,6 +266,10 @@ async fn client(stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> {
             w.flush().await
         }
         Want::Attach => attached(&mut w, &mut lines, hub).await,
+        q @ (Want::Results { .. } | Want::Show { .. } | Want::Digest { .. }) => {
+            send(&mut w, &hub.query(q).await).await?;
+            w.flush().await
+        }
     }
 }
 

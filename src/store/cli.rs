@@ -100,7 +100,7 @@ pub fn prepare_run(a: &RunArgs) -> Result<Prepared, i32> {
     for l in rep.lines() {
         println!("{l}");
     }
-    let log_dir = a.log_dir.clone().unwrap_or_else(|| obs.store().logs_dir());
+    let log_dir = a.log_dir.clone().unwrap_or_else(|| obs.logs_dir());
     let obs = obs.log_dir(Some(log_dir.clone()));
     Ok(Prepared {
         obs,
@@ -209,29 +209,71 @@ fn copy_db(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-pub fn results(store: Option<PathBuf>, format: &str, filter: Option<&str>, threshold: f64) -> i32 {
-    let filter = match report::parse_filter(filter.unwrap_or("")) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("error: --filter: {e}");
-            return 2;
-        }
-    };
+/// `results`' arguments checked before any store is opened: Err is the message and exit 2.
+pub fn check_results_args(format: &str, filter: Option<&str>) -> Result<(), String> {
+    report::parse_filter(filter.unwrap_or("")).map_err(|e| format!("--filter: {e}"))?;
     if !["table", "json", "csv", "md"].contains(&format) {
-        eprintln!("error: --format `{format}` (expected table, json, csv or md)");
+        return Err(format!(
+            "--format `{format}` (expected table, json, csv or md)"
+        ));
+    }
+    Ok(())
+}
+
+/// `results` over an open store (this process's, or the live daemon's).
+pub fn results_for(
+    store: &Store,
+    format: &str,
+    filter: Option<&str>,
+    threshold: f64,
+) -> Result<String, (i32, String)> {
+    check_results_args(format, filter).map_err(|e| (2, e))?;
+    let filter = report::parse_filter(filter.unwrap_or("")).map_err(|e| (2, e.to_string()))?;
+    results_text(store, format, &filter, threshold)
+        .map_err(|e| (2, format!("store {}: {e:#}", store.dir().display())))
+}
+
+/// `show` over an open store.
+pub fn show_for(store: &Store, what: &str, json: bool) -> Result<String, (i32, String)> {
+    let all = store
+        .docs()
+        .map_err(|e| (2, format!("store {}: {e:#}", store.dir().display())))?;
+    let docs = store.in_order(&all);
+    let sel = show::select(&docs, what);
+    if sel.is_empty() {
+        return Err((
+            2,
+            format!("no run or commit `{what}` in {}", store.dir().display()),
+        ));
+    }
+    Ok(if json {
+        show::render_json(&sel)
+    } else {
+        show::render(&sel)
+    })
+}
+
+/// Print a query's answer: the text, or the error with its exit status.
+pub fn answer(r: Result<String, (i32, String)>) -> i32 {
+    match r {
+        Ok(text) => out(&text),
+        Err((code, e)) => {
+            eprintln!("error: {e}");
+            code
+        }
+    }
+}
+
+pub fn results(store: Option<PathBuf>, format: &str, filter: Option<&str>, threshold: f64) -> i32 {
+    if let Err(e) = check_results_args(format, filter) {
+        eprintln!("error: {e}");
         return 2;
     }
     let store = match find_store(store) {
         Ok(s) => s,
         Err(c) => return c,
     };
-    match results_text(&store, format, &filter, threshold) {
-        Ok(text) => out(&text),
-        Err(e) => {
-            eprintln!("error: store {}: {e:#}", store.dir().display());
-            2
-        }
-    }
+    answer(results_for(&store, format, filter, threshold))
 }
 
 /// Write to stdout; a closed pipe (`| head`) is not an error.
@@ -261,31 +303,46 @@ pub fn results_text(
     })
 }
 
+/// The morning digest of an open store, as Markdown or one HTML page.
+pub fn digest_for(store: &Store, format: &str) -> Result<String, (i32, String)> {
+    let all = store
+        .docs()
+        .map_err(|e| (2, format!("store {}: {e:#}", store.dir().display())))?;
+    let docs = store.in_order(&all);
+    let name = store.plan().map_or("sweep", |p| p.name.as_str());
+    let d = crate::digest::build(name, &docs, 2.0, crate::event::now_ms());
+    match format {
+        "md" => Ok(crate::digest::markdown(&d)),
+        "html" => Ok(crate::digest::html::render(&d)),
+        f => Err((2, format!("--format `{f}` (expected md or html)"))),
+    }
+}
+
+/// Write the digest next to the store (`digest.md`, `digest.html`): the sweep's end does this.
+pub fn write_digest(store: &Store) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let md = store.dir().join("digest.md");
+    let html = store.dir().join("digest.html");
+    for (path, format) in [(&md, "md"), (&html, "html")] {
+        let text = digest_for(store, format).map_err(|(_, e)| anyhow::anyhow!(e))?;
+        std::fs::write(path, text)?;
+    }
+    Ok((md, html))
+}
+
+pub fn digest_cmd(store: Option<PathBuf>, format: &str) -> i32 {
+    let store = match find_store(store) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    answer(digest_for(&store, format))
+}
+
 pub fn show_cmd(store: Option<PathBuf>, what: &str, json: bool) -> i32 {
     let store = match find_store(store) {
         Ok(s) => s,
         Err(c) => return c,
     };
-    let all = match store.docs() {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: store {}: {e:#}", store.dir().display());
-            return 2;
-        }
-    };
-    let docs = store.in_order(&all);
-    let sel = show::select(&docs, what);
-    if sel.is_empty() {
-        eprintln!(
-            "error: no run or commit `{what}` in {}",
-            store.dir().display()
-        );
-        return 2;
-    }
-    if json {
-        return out(&show::render_json(&sel));
-    }
-    out(&show::render(&sel))
+    answer(show_for(&store, what, json))
 }
 
 fn dir_bytes(p: &Path) -> u64 {

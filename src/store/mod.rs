@@ -466,7 +466,8 @@ pub enum Durability {
 /// run is the engine's), appends each event once to the log and keeps each run's summary;
 /// a state transition (with the events before it) is flushed before `on_event` returns.
 pub struct StoreObserver {
-    store: Store,
+    /// Shared with the sweep's daemon, which answers `results` and `show` from it.
+    store: std::sync::Arc<std::sync::Mutex<Store>>,
     keys: Vec<String>,
     state: SweepState,
     dirty: BTreeSet<usize>,
@@ -478,7 +479,7 @@ impl StoreObserver {
     pub fn new(store: Store, keys: Vec<String>, state: SweepState) -> StoreObserver {
         let log_dir = Some(store.logs_dir());
         StoreObserver {
-            store,
+            store: std::sync::Arc::new(std::sync::Mutex::new(store)),
             keys,
             state,
             dirty: BTreeSet::new(),
@@ -497,18 +498,15 @@ impl StoreObserver {
     pub fn state(&self) -> &SweepState {
         &self.state
     }
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// The store, for the daemon's queries (held briefly: the observer writes through it).
+    pub fn shared(&self) -> std::sync::Arc<std::sync::Mutex<Store>> {
+        self.store.clone()
     }
-    pub fn into_store(self) -> Store {
-        self.store
+    pub fn logs_dir(&self) -> PathBuf {
+        self.lock().logs_dir()
     }
-
-    fn write_dirty(&mut self) -> anyhow::Result<()> {
-        for i in std::mem::take(&mut self.dirty) {
-            self.store.write_run(&self.keys[i])?;
-        }
-        Ok(())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn logs_of(&self, key: &str, attempt: u32) -> Vec<LogFile> {
@@ -561,8 +559,10 @@ impl Observer for StoreObserver {
             anyhow::anyhow!("store: the stored state disagrees with the engine: {e}")
         })?;
         let key = run.map(|i| self.keys[i].clone());
+        let store_arc = self.store.clone();
+        let mut store = store_arc.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(k) = &key {
-            if !self.store.runs.contains_key(k) {
+            if !store.runs.contains_key(k) {
                 anyhow::bail!("store: no record for run {k}");
             }
         }
@@ -585,8 +585,8 @@ impl Observer for StoreObserver {
                     logs = self.logs_of(k, ending);
                 }
             }
-            let seq = self.store.next_seq;
-            let s = self.store.runs.get_mut(k).expect("checked above");
+            let seq = store.next_seq;
+            let s = store.runs.get_mut(k).expect("checked above");
             match &env.event {
                 Event::State {
                     to:
@@ -604,12 +604,14 @@ impl Observer for StoreObserver {
             // Written with the next flush: a summary is rewritten at most once per transition.
             self.dirty.insert(i);
         }
-        self.store.append_event(key, env, logs)?;
+        store.append_event(key, env, logs)?;
         let end = matches!(env.event, Event::SweepFinished { .. });
         if transition || end {
-            self.write_dirty()?;
+            for i in std::mem::take(&mut self.dirty) {
+                store.write_run(&self.keys[i])?;
+            }
             if self.durability == Durability::EveryTransition || end {
-                self.store.flush()?;
+                store.flush()?;
             }
         }
         Ok(())

@@ -1,0 +1,198 @@
+//! The digest as one self-contained HTML page: inline CSS and SVG, no script, no external
+//! asset, so it opens from a mail attachment or a file share on a box with no network.
+
+use super::{value_text, variants, verdict_text, Digest};
+use std::fmt::Write;
+
+/// Escape text for HTML element content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#1b1f24;background:#fff}\
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ccd}\
+table{border-collapse:collapse;font-size:.9em}th,td{border:1px solid #b8c2d6;padding:.25em .6em;text-align:left}\
+th{background:#eef1f6}td.num{text-align:right;font-variant-numeric:tabular-nums}\
+.win{color:#0a6b2a;font-weight:600}.loss{color:#a11;font-weight:600}.flag{color:#8a5a00}\
+code{background:#f3f4f6;padding:0 .2em}.counts span{margin-right:1.2em}";
+
+fn class_of(verdict: &str) -> &'static str {
+    if verdict.starts_with("win") {
+        "win"
+    } else if verdict.starts_with("loss") {
+        "loss"
+    } else if verdict.starts_with("not comparable") {
+        "flag"
+    } else {
+        ""
+    }
+}
+
+/// Outcome counts as a horizontal SVG bar chart.
+fn counts_svg(d: &Digest) -> String {
+    let max = d.counts.values().copied().max().unwrap_or(1).max(1) as f64;
+    let row = 22.0;
+    let h = row * d.counts.len() as f64 + 4.0;
+    let mut o = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"420\" height=\"{h}\" role=\"img\" aria-label=\"runs by state\">"
+    );
+    for (i, (k, v)) in d.counts.iter().enumerate() {
+        let y = i as f64 * row + 2.0;
+        let w = (*v as f64 / max * 260.0).max(1.0);
+        let fill = match k.as_str() {
+            "success" => "#2f9e44",
+            "failed" => "#d9480f",
+            "held" => "#f59f00",
+            "skipped" => "#868e96",
+            _ => "#4dabf7",
+        };
+        let _ = write!(
+            o,
+            "<text x=\"0\" y=\"{}\" font-size=\"12\">{}</text><rect x=\"90\" y=\"{y}\" width=\"{w:.1}\" height=\"16\" fill=\"{fill}\"/><text x=\"{:.1}\" y=\"{}\" font-size=\"12\">{v}</text>",
+            y + 12.0,
+            esc(k),
+            96.0 + w,
+            y + 12.0
+        );
+    }
+    o.push_str("</svg>");
+    o
+}
+
+pub fn render(d: &Digest) -> String {
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>nightshift digest: {}</title><style>{STYLE}</style></head><body>",
+        esc(&d.sweep)
+    );
+    let _ = write!(o, "<h1>Morning digest: {}</h1>", esc(&d.sweep));
+    let _ = write!(o, "<p class=\"counts\"><b>{} runs</b> ", d.total_runs());
+    for (k, v) in &d.counts {
+        let _ = write!(o, "<span>{v} {}</span>", esc(k));
+    }
+    o.push_str("</p>");
+    o.push_str(&counts_svg(d));
+
+    let _ = write!(o, "<h2>Waiting for a decision ({})</h2>", d.waiting.len());
+    if d.waiting.is_empty() {
+        o.push_str("<p>Nothing is waiting.</p>");
+    } else {
+        o.push_str("<table id=\"waiting\"><tr><th>run</th><th>category</th><th>why</th></tr>");
+        for w in &d.waiting {
+            let _ = write!(
+                o,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                esc(&w.key),
+                esc(&w.category),
+                esc(&w.reason)
+            );
+        }
+        o.push_str("</table>");
+    }
+
+    let vs = variants(&d.report);
+    let _ = write!(
+        o,
+        "<h2>The 3-way table</h2><p>Primary metric per variant; verdicts at ±{}%.</p><table id=\"threeway\"><tr><th>commit</th>",
+        d.report.summary.threshold_pct
+    );
+    for v in &vs {
+        let _ = write!(o, "<th>{}</th>", esc(v));
+    }
+    o.push_str("<th>human vs baseline</th></tr>");
+    for row in &d.report.rows {
+        let _ = write!(
+            o,
+            "<tr><td><code>{}</code> {}</td>",
+            esc(&row.commit[..row.commit.len().min(8)]),
+            esc(&row.title)
+        );
+        for v in &vs {
+            let _ = write!(o, "<td class=\"num\">{}</td>", esc(&value_text(row, v)));
+        }
+        let verdict = verdict_text(row, "human vs baseline");
+        let _ = write!(
+            o,
+            "<td class=\"{}\">{}</td></tr>",
+            class_of(&verdict),
+            esc(&verdict)
+        );
+    }
+    o.push_str("</table>");
+    let s = &d.report.summary;
+    let _ = write!(
+        o,
+        "<p>{} of {} commits have a usable 3-way comparison; human vs baseline: {} win / {} tie / {} loss.</p>",
+        s.usable_3way, s.commits, s.human_vs_baseline.win, s.human_vs_baseline.tie, s.human_vs_baseline.loss
+    );
+    for (agent, w) in &s.agent_vs_baseline {
+        let _ = write!(
+            o,
+            "<p>agent {} vs baseline: {} win / {} tie / {} loss.</p>",
+            esc(agent),
+            w.win,
+            w.tie,
+            w.loss
+        );
+    }
+
+    o.push_str("<h2>Failures by category</h2>");
+    if d.failures.is_empty() {
+        o.push_str("<p>No failures.</p>");
+    } else {
+        o.push_str(
+            "<table id=\"failures\"><tr><th>category</th><th>run</th><th>deciding line</th></tr>",
+        );
+        for (cat, runs) in &d.failures {
+            for r in runs {
+                let _ = write!(
+                    o,
+                    "<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td></tr>",
+                    esc(cat),
+                    esc(&r.key),
+                    esc(&r.evidence)
+                );
+            }
+        }
+        o.push_str("</table>");
+    }
+
+    let _ = write!(o, "<h2>Fixes applied ({})</h2>", d.fixes.len());
+    if !d.fixes.is_empty() {
+        o.push_str("<ul>");
+        for f in &d.fixes {
+            let _ = write!(
+                o,
+                "<li><code>{}</code> attempt {}: {}</li>",
+                esc(&f.key),
+                f.attempt,
+                esc(&f.fix)
+            );
+        }
+        o.push_str("</ul>");
+    }
+
+    o.push_str("<h2>GPU-hours by outcome</h2><table id=\"gpuhours\"><tr><th>outcome</th><th>GPU-hours</th></tr>");
+    for (k, h) in &d.gpu_hours {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td class=\"num\">{h:.2}</td></tr>",
+            esc(k)
+        );
+    }
+    o.push_str("</table>");
+    o.push_str("<p><small>Verdicts are worded by direction: better means lower latency or higher throughput. Generated by nightshift.</small></p></body></html>");
+    o
+}

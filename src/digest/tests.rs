@@ -1,0 +1,163 @@
+use super::*;
+use crate::category::{Action, Category};
+use crate::event::Finding;
+use crate::model::{Outcome, RunState, Variant};
+use crate::store::record::{AttemptDoc, RunInfo};
+
+fn doc(commit: &str, variant: Variant, end: RunState, tput: Option<f64>) -> RunDoc {
+    let info = RunInfo {
+        key: format!("{commit}/{variant}"),
+        commit: commit.into(),
+        parent: None,
+        title: "speed <up> & \"more\"".into(),
+        variant,
+        repeat: 0,
+        model: Some("m".into()),
+        gpu: "H100:1".into(),
+        gpus: 1,
+        command: Some("vllm bench serve".into()),
+        kind: None,
+        image: None,
+        patch: None,
+        skip_reason: None,
+    };
+    let mut d = RunDoc::new(info.clone());
+    d.record.state = end.clone();
+    let category = match &end {
+        RunState::Finished { outcome } => outcome.category(),
+        RunState::Held { category } => Some(*category),
+        _ => None,
+    };
+    d.attempts.push(AttemptDoc {
+        attempt: 1,
+        started_ms: Some(0),
+        // Two hours on one GPU.
+        finished_ms: Some(7_200_000),
+        gpus: vec![0],
+        end: Some(end),
+        metrics: tput
+            .map(|t| [("output_throughput_tok_s".to_string(), t)].into())
+            .unwrap_or_default(),
+        findings: category
+            .map(|c| {
+                vec![Finding {
+                    category: c,
+                    evidence: "torch.OutOfMemoryError: CUDA out of memory <GPU 0>".into(),
+                    action: Action::Operator,
+                    recipe: None,
+                    reason: format!("{c}: needs a decision"),
+                    predicted: false,
+                }]
+            })
+            .unwrap_or_default(),
+        fixes: if tput.is_some() {
+            vec!["numpy<2 (environment workaround)".into()]
+        } else {
+            Vec::new()
+        },
+        info: Some(info),
+        ..Default::default()
+    });
+    d
+}
+
+fn night() -> Vec<RunDoc> {
+    let ok = || RunState::Finished {
+        outcome: Outcome::Success,
+    };
+    vec![
+        doc("aaaa1111", Variant::Baseline, ok(), Some(100.0)),
+        doc("aaaa1111", Variant::Human, ok(), Some(110.0)),
+        doc(
+            "aaaa1111",
+            Variant::Agent("claude".into()),
+            ok(),
+            Some(95.0),
+        ),
+        doc(
+            "bbbb2222",
+            Variant::Baseline,
+            RunState::Finished {
+                outcome: Outcome::Failed {
+                    category: Category::CudaOom,
+                },
+            },
+            None,
+        ),
+        doc(
+            "bbbb2222",
+            Variant::Human,
+            RunState::Held {
+                category: Category::NumpyAbi,
+            },
+            None,
+        ),
+    ]
+}
+
+#[test]
+fn digest_counts_failures_waiting_fixes_and_gpu_hours() {
+    let docs = night();
+    let refs: Vec<&RunDoc> = docs.iter().collect();
+    let d = build("iso", &refs, 2.0, 0);
+    assert_eq!(d.total_runs(), 5);
+    assert_eq!(d.counts["success"], 3);
+    assert_eq!(d.counts["failed"], 1);
+    assert_eq!(d.counts["held"], 1);
+    let oom = &d.failures["cuda_oom"];
+    assert_eq!(oom.len(), 1);
+    assert!(oom[0].evidence.contains("CUDA out of memory"));
+    assert_eq!(d.waiting.len(), 1);
+    assert_eq!(d.waiting[0].category, "numpy_abi");
+    assert_eq!(d.fixes.len(), 3);
+    assert!((d.gpu_hours["success"] - 6.0).abs() < 1e-9);
+    assert!((d.gpu_hours["failed"] - 2.0).abs() < 1e-9);
+}
+
+#[test]
+fn markdown_has_every_section_and_worded_verdicts() {
+    let docs = night();
+    let refs: Vec<&RunDoc> = docs.iter().collect();
+    let md = markdown(&build("iso", &refs, 2.0, 0));
+    for h in [
+        "# Morning digest: iso",
+        "## Waiting for a decision (1)",
+        "## The 3-way table",
+        "## Failures by category",
+        "### cuda_oom (1)",
+        "## Fixes applied (3)",
+        "## GPU-hours by outcome",
+    ] {
+        assert!(md.contains(h), "missing {h}:\n{md}");
+    }
+    // Human 110 vs baseline 100 throughput: a win, worded with its direction.
+    assert!(md.contains("win (better 10.0%)"), "{md}");
+    assert!(md.contains("| 100.0 | 110.0 | 95.0 |"), "{md}");
+    assert!(md.contains("failed (cuda_oom)"), "{md}");
+}
+
+#[test]
+fn html_is_self_contained_and_escaped() {
+    let docs = night();
+    let refs: Vec<&RunDoc> = docs.iter().collect();
+    let page = html::render(&build("iso <night>", &refs, 2.0, 0));
+    assert!(page.starts_with("<!doctype html>"));
+    assert!(page.contains("<table id=\"threeway\">"));
+    assert!(page.contains("<svg"));
+    // No external asset: nothing is fetched from anywhere.
+    for bad in ["src=", "href=", "<script", "@import", "url("] {
+        assert!(!page.contains(bad), "{bad} in the page");
+    }
+    assert!(page.contains("iso &lt;night&gt;"));
+    assert!(page.contains("speed &lt;up&gt; &amp; &quot;more&quot;"));
+    assert!(!page.contains("<GPU 0>"));
+    assert!(page.contains("class=\"win\">win (better 10.0%)"));
+}
+
+#[test]
+fn empty_night_renders() {
+    let d = build("empty", &[], 2.0, 0);
+    assert_eq!(d.total_runs(), 0);
+    assert!(markdown(&d).contains("Nothing is waiting."));
+    assert!(html::render(&d).contains("No failures."));
+}
