@@ -126,10 +126,12 @@ impl ImageArgs {
 pub enum Cmd {
     /// Run (or resume) a sweep.
     Run {
+        /// The sweep plan (TOML).
         plan: PathBuf,
         /// Print one line per state change instead of opening the TUI.
         #[arg(long)]
         headless: bool,
+        /// Where runs execute: docker (real containers) or sim (simulated, no GPU).
         #[arg(long, value_enum, default_value = "docker")]
         runtime: RuntimeKind,
         /// Store directory (default: XDG data dir per sweep name).
@@ -188,18 +190,23 @@ pub enum Cmd {
     },
     /// Parse benchmark output files.
     Parse {
+        /// Benchmark output files (server logs, client output, result JSON).
         files: Vec<PathBuf>,
+        /// One JSON object per file instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Classify failure logs.
     Diagnose {
+        /// Failure logs.
         files: Vec<PathBuf>,
+        /// One JSON object per file: category, deciding line, action.
         #[arg(long)]
         json: bool,
     },
     /// Results of a sweep from its store.
     Results {
+        /// The sweep's store directory (default: the only sweep under the XDG data dir).
         #[arg(long)]
         store: Option<PathBuf>,
         /// table, json, csv or md.
@@ -214,7 +221,9 @@ pub enum Cmd {
     },
     /// Everything about one commit or run.
     Show {
+        /// A run key (`COMMIT/VARIANT`), `#N` (the N-th run of the plan) or a commit prefix.
         what: String,
+        /// The sweep's store directory (default: the only sweep under the XDG data dir).
         #[arg(long)]
         store: Option<PathBuf>,
         /// One JSON object per run: its facts and every attempt as a results record
@@ -226,6 +235,7 @@ pub enum Cmd {
     /// fixes applied, GPU-hours by outcome and the runs waiting for a decision. The sweep
     /// writes it into the store dir (digest.md, digest.html) when it ends.
     Digest {
+        /// The sweep's store directory (default: the only sweep under the XDG data dir).
         #[arg(long)]
         store: Option<PathBuf>,
         /// md (Markdown) or html (one self-contained page).
@@ -237,6 +247,7 @@ pub enum Cmd {
     },
     /// Fetch the plan's model weights (into the HF cache) and datasets ahead of the night.
     Prefetch {
+        /// The sweep plan (TOML).
         plan: PathBuf,
         /// Only the models of runnable commits.
         #[arg(long, conflicts_with = "datasets_only")]
@@ -270,20 +281,29 @@ pub enum Cmd {
 #[derive(Subcommand, Debug)]
 pub enum PlanCmd {
     /// Validate a plan; exit 0 when runnable.
-    Check { plan: PathBuf },
+    Check {
+        /// The sweep plan (TOML).
+        plan: PathBuf,
+    },
     /// Show the expanded runs.
     Show {
+        /// The sweep plan (TOML).
         plan: PathBuf,
+        /// The runs as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Make a plan from a list of commit facts.
     Import {
+        /// The input's format (seed-json: a JSON list of commit facts).
         #[arg(long, value_parser = ["seed-json"])]
         from: String,
+        /// The input file.
         file: PathBuf,
+        /// Write the plan here instead of to standard output.
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// The sweep's name in the plan.
         #[arg(long, default_value = "iso-vllm-3way")]
         name: String,
     },
@@ -665,5 +685,37 @@ fn plan_cmd(cmd: PlanCmd) -> i32 {
             }
             0
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every argument of every command says what it is for in `--help`.
+    #[test]
+    fn every_argument_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if cmd.get_name() != sub.get_name() {
+                    walk(sub, &format!("{path} {}", sub.get_name()), missing);
+                }
+                if sub.get_about().is_none() && sub.get_name() != "help" {
+                    missing.push(format!("{path} {} (about)", sub.get_name()));
+                }
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "nightshift", &mut missing);
+        assert!(missing.is_empty(), "no --help text: {missing:#?}");
     }
 }

@@ -340,6 +340,24 @@ fn two_clients_see_the_same_sweep_and_either_may_command() {
         .output()
         .unwrap();
     assert_eq!(r.status.code(), Some(2));
+    // Runs by their number, as the screens name them.
+    let r = Command::new(BIN)
+        .args(["show", "#2", "--store", store.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&r.stdout).starts_with("run c0000000/human"));
+    for bad in [
+        &["show", "#0"][..],
+        &["show", "#81"],
+        &["results", "--filter", "status=bogus"],
+    ] {
+        let r = Command::new(BIN)
+            .args(bad)
+            .args(["--store", store.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(r.status.code(), Some(2), "{bad:?}");
+    }
     // A client of another protocol version is refused, with why.
     let s = UnixStream::connect(protocol::socket_path(&store)).unwrap();
     let mut old = Client {

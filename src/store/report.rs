@@ -330,9 +330,41 @@ pub fn parse_filter(expr: &str) -> Result<Vec<(String, bool, String)>, String> {
                 known.join(", ")
             ));
         }
+        check_value(field, value)?;
         v.push((field.to_string(), neg, value.to_string()));
     }
     Ok(v)
+}
+
+/// The statuses a run can be filtered by (an attempt's status or a run's state).
+const STATUSES: &[&str] = &[
+    "success",
+    "failed",
+    "skipped",
+    "cancelled",
+    "held",
+    "running",
+    "queued",
+    "interrupted",
+];
+
+/// A value no run can have is a typo: say so instead of printing an empty report.
+fn check_value(field: &str, value: &str) -> Result<(), String> {
+    match field {
+        "status" if !STATUSES.contains(&value) => Err(format!(
+            "unknown status `{value}` (expected one of: {})",
+            STATUSES.join(", ")
+        )),
+        "category" => value.parse::<crate::category::Category>().map(|_| ()),
+        "variant"
+            if !matches!(value, "baseline" | "human" | "agent") && !value.starts_with("agent:") =>
+        {
+            Err(format!(
+                "unknown variant `{value}` (expected baseline, human, agent or agent:ID)"
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 pub fn matches(doc: &RunDoc, filter: &[(String, bool, String)]) -> bool {
@@ -703,5 +735,10 @@ mod tests {
         assert!(!matches(&d, &parse_filter("variant!=human").unwrap()));
         assert!(parse_filter("bogus=1").is_err());
         assert!(parse_filter("nonsense").is_err());
+        assert!(parse_filter("status=bogus")
+            .unwrap_err()
+            .contains("unknown status"));
+        assert!(parse_filter("category=nope").is_err());
+        assert!(parse_filter("variant=agent:x category=cuda_oom status=held").is_ok());
     }
 }

@@ -124,6 +124,21 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// The README's config example loads, keys included: a newcomer copies it first.
+    #[test]
+    fn the_readmes_example_config_loads() {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("```toml\ntheme = ")
+            .expect("the README's config example");
+        let body = &readme[start + "```toml\n".len()..];
+        let text = &body[..body.find("```").unwrap()];
+        let c = Config::parse(text).unwrap();
+        crate::tui::keymap::KeyMap::default()
+            .with_overrides(&c.key_overrides())
+            .unwrap();
+    }
+
     #[test]
     fn parses_overrides_and_clamps() {
         let c = Config::parse(

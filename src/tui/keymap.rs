@@ -358,8 +358,9 @@ impl KeyMap {
             .unwrap_or_else(|| "?".into())
     }
 
-    /// Apply `[keys]` overrides (`action_name = "key"` or `["k1", "k2"]`). A key taken
-    /// from another action is removed there, so one key never means two things.
+    /// Apply `[keys]` overrides (`action_name = "key"` or `["k1", "k2"]`). A key that
+    /// would then mean two things is an error naming both actions: silently taking it from
+    /// the other action would leave the operator a view where a key does something else.
     pub fn with_overrides(mut self, o: &BTreeMap<String, Vec<String>>) -> Result<Self, String> {
         for (name, keys) in o {
             let Some(i) = self.bindings.iter().position(|b| b.action.name() == *name) else {
@@ -370,10 +371,27 @@ impl KeyMap {
                 parsed
                     .push(Key::parse(k).ok_or_else(|| format!("unknown key `{k}` for `{name}`"))?);
             }
-            for b in &mut self.bindings {
-                b.keys.retain(|k| !parsed.contains(k));
-            }
             self.bindings[i].keys = parsed;
+        }
+        let mut seen: BTreeMap<String, &Binding> = BTreeMap::new();
+        for b in &self.bindings {
+            for k in &b.keys {
+                if let Some(first) = seen.insert(k.label(), b) {
+                    let (moved, other) = if o.contains_key(&b.action.name()) {
+                        (b, first)
+                    } else {
+                        (first, b)
+                    };
+                    return Err(format!(
+                        "[keys]: `{}` for `{}` is already `{}` ({}); bind `{}` to another key too",
+                        k.label(),
+                        moved.action.name(),
+                        other.action.name(),
+                        other.section,
+                        other.action.name()
+                    ));
+                }
+            }
         }
         Ok(self)
     }
@@ -414,7 +432,15 @@ mod tests {
         assert_eq!(m.action(Key::ch('s')), Some(Action::Skip));
         let mut o = BTreeMap::new();
         o.insert("skip".to_string(), vec!["x".to_string()]);
+        // `x` filters the results view: taking it silently would break that view.
+        let e = m.clone().with_overrides(&o).unwrap_err();
+        assert!(
+            e.contains("`x` for `skip` is already `filter_status`"),
+            "{e}"
+        );
+        o.insert("filter_status".to_string(), vec!["X".to_string()]);
         let m = m.with_overrides(&o).unwrap();
+        assert_eq!(m.action(Key::ch('X')), Some(Action::FilterStatus));
         assert_eq!(m.action(Key::ch('x')), Some(Action::Skip));
         assert_eq!(m.action(Key::ch('s')), None);
         assert_eq!(Action::SkipCategory.name(), "skip_category");

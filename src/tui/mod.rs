@@ -51,8 +51,10 @@ pub struct DemoArgs {
     /// Sim speed: a factor (200 = 200× faster than real) or `max`.
     #[arg(long, default_value = "200")]
     pub speed: String,
+    /// The sim's seed: the same seed gives the same night.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Simulated GPUs.
     #[arg(long, default_value_t = 8)]
     pub gpus: u32,
     /// Theme: dark, light, high-contrast, or a file name in the config's themes/.
@@ -137,9 +139,23 @@ pub fn demo(args: DemoArgs) -> i32 {
             return 2;
         }
     };
-    let log_dir = args.log_dir.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("nightshift-demo-{}", std::process::id()))
-    });
+    // Without --log-dir the demo's logs live in a temporary directory removed when it ends.
+    let (tmp, log_dir) = match &args.log_dir {
+        Some(d) => (None, d.clone()),
+        None => match tempfile::Builder::new()
+            .prefix("nightshift-demo-")
+            .tempdir()
+        {
+            Ok(t) => {
+                let p = t.path().to_path_buf();
+                (Some(t), p)
+            }
+            Err(e) => {
+                eprintln!("error: a temporary log directory: {e}");
+                return 2;
+            }
+        },
+    };
     let opts = match TuiOptions::load(
         args.theme.as_deref(),
         args.config.as_deref(),
@@ -152,14 +168,16 @@ pub fn demo(args: DemoArgs) -> i32 {
             return 2;
         }
     };
-    start(
+    let code = start(
         Arc::new(example_plan()),
         Arc::new(SimRuntime::new(speed)),
         args.gpus,
         args.seed,
         speed.time_scale(),
         opts,
-    )
+    );
+    drop(tmp);
+    code
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
