@@ -221,7 +221,7 @@ pub enum Cmd {
     },
     /// Everything about one commit or run.
     Show {
-        /// A run key (`COMMIT/VARIANT`), `#N` (the N-th run of the plan) or a commit prefix.
+        /// A run key (`COMMIT/VARIANT`), `#N` (the run numbered N on every screen, from #0) or a commit prefix.
         what: String,
         /// The sweep's store directory (default: the only sweep under the XDG data dir).
         #[arg(long)]

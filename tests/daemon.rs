@@ -342,13 +342,13 @@ fn two_clients_see_the_same_sweep_and_either_may_command() {
     assert_eq!(r.status.code(), Some(2));
     // Runs by their number, as the screens name them.
     let r = Command::new(BIN)
-        .args(["show", "#2", "--store", store.to_str().unwrap()])
+        .args(["show", "#1", "--store", store.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&r.stdout).starts_with("run c0000000/human"));
     for bad in [
-        &["show", "#0"][..],
-        &["show", "#81"],
+        &["show", "#80"][..],
+        &["show", "#x"],
         &["results", "--filter", "status=bogus"],
     ] {
         let r = Command::new(BIN)

@@ -3,15 +3,11 @@
 use super::record::RunDoc;
 use std::fmt::Write;
 
-/// Runs matching `what`: an exact run key, `#N` (the N-th run of the plan, counted from 1,
-/// as the screens number them), or a commit (prefix, at least 4 characters).
+/// Runs matching `what`: an exact run key, `#N` (the run's number in the plan, as every
+/// screen names it: `#0` is the first), or a commit (prefix, at least 4 characters).
 pub fn select<'a>(docs: &[&'a RunDoc], what: &str) -> Vec<&'a RunDoc> {
     if let Some(n) = what.strip_prefix('#').and_then(|n| n.parse::<usize>().ok()) {
-        return n
-            .checked_sub(1)
-            .and_then(|i| docs.get(i))
-            .map(|d| vec![*d])
-            .unwrap_or_default();
+        return docs.get(n).map(|d| vec![*d]).unwrap_or_default();
     }
     if let Some(d) = docs.iter().find(|d| d.key == what) {
         return vec![d];

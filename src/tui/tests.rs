@@ -283,6 +283,8 @@ fn held_run_shows_the_diagnosis_banner_with_keys() {
         s.contains("aimv2_conflict — press f to apply fix aimv2-exist-ok, r to retry, s to skip"),
         "{s}"
     );
+    // The header says someone is waiting for the operator, not just "running".
+    assert!(s.contains("RUNNING · ⚑ 1 waiting for you"), "{s}");
     insta::assert_snapshot!("held_banner_160x48", s);
     assert_eq!(
         key(&mut app, 'f'),

@@ -20,6 +20,17 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             format!(" ❚❚ PAUSED ({why}) "),
             Style::default().fg(t.warn).add_modifier(Modifier::BOLD),
         )
+    } else if c.held > 0 && c.active == 0 {
+        // Nothing runs until someone decides: that is what the operator must see first.
+        Span::styled(
+            format!(" ⚑ WAITING FOR YOU ({} held) ", c.held),
+            Style::default().fg(t.warn).add_modifier(Modifier::BOLD),
+        )
+    } else if c.held > 0 {
+        Span::styled(
+            format!(" ▶ RUNNING · ⚑ {} waiting for you ", c.held),
+            Style::default().fg(t.warn).add_modifier(Modifier::BOLD),
+        )
     } else {
         Span::styled(
             " ▶ RUNNING ",
