@@ -153,6 +153,13 @@ pub fn print_summary(out: &mut dyn Write, plan: &Plan, s: &Summary) -> std::io::
     for l in &s.leftovers_removed {
         writeln!(out, "  removed leftover: {l}")?;
     }
+    if s.needs_more_gpus.0 > 0 {
+        writeln!(
+            out,
+            "  {} runs need up to {} GPUs and this sweep has fewer: they stay queued (run again with the GPUs, e.g. --gpus {})",
+            s.needs_more_gpus.0, s.needs_more_gpus.1, s.needs_more_gpus.1
+        )?;
+    }
     if let Some(p) = &s.paused {
         writeln!(
             out,

@@ -26,7 +26,20 @@ pub struct RunRecord {
     pub provenance: BTreeMap<String, String>,
     pub pull: Option<(u64, u64)>,
     pub detail: Option<String>,
+    /// Attempts cut short by a crash, Ctrl-C or a stop: they spend no retry.
+    #[serde(default)]
+    pub interrupted: u32,
 }
+
+impl RunRecord {
+    /// The attempts the policy counts against a run's retries: interrupted ones do not.
+    pub fn counted_attempts(&self) -> u32 {
+        self.attempt.saturating_sub(self.interrupted).max(1)
+    }
+}
+
+/// How every re-queue of an interrupted attempt's detail begins (see [`RunRecord::interrupted`]).
+pub const INTERRUPTED: &str = "interrupted";
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SweepState {
@@ -117,7 +130,15 @@ impl SweepState {
                     RunState::Finished { .. } | RunState::Held { .. } => {
                         r.finished_ms = Some(at);
                     }
-                    RunState::Queued => {}
+                    RunState::Queued => {
+                        if from.is_active()
+                            && detail
+                                .as_deref()
+                                .is_some_and(|d| d.starts_with(INTERRUPTED))
+                        {
+                            r.interrupted += 1;
+                        }
+                    }
                 }
                 r.state = to.clone();
             }
@@ -230,6 +251,60 @@ mod tests {
             at_ms: 1000,
             event,
         }
+    }
+
+    #[test]
+    fn interrupted_attempts_spend_no_retry() {
+        let mut s = SweepState::new(1);
+        let run = RunId(0);
+        let active = RunState::Active {
+            stage: Stage::PreparingImage,
+        };
+        let go = |s: &mut SweepState,
+                  attempt: u32,
+                  from: RunState,
+                  to: RunState,
+                  detail: Option<&str>| {
+            s.apply(&env(Event::State {
+                run,
+                attempt,
+                from,
+                to,
+                detail: detail.map(str::to_string),
+                gpus: vec![0],
+            }))
+            .unwrap();
+        };
+        // Attempt 1: Ctrl-C. Attempt 2: a crash found at resume. Attempt 3: a real failure
+        // that the policy re-queues for a retry.
+        go(&mut s, 1, RunState::Queued, active.clone(), None);
+        go(
+            &mut s,
+            1,
+            active.clone(),
+            RunState::Queued,
+            Some("interrupted by shutdown"),
+        );
+        go(&mut s, 2, RunState::Queued, active.clone(), None);
+        go(
+            &mut s,
+            2,
+            active.clone(),
+            RunState::Queued,
+            Some("interrupted: re-queued as a new attempt"),
+        );
+        go(&mut s, 3, RunState::Queued, active.clone(), None);
+        assert_eq!(s.run(run).counted_attempts(), 1);
+        go(
+            &mut s,
+            3,
+            active.clone(),
+            RunState::Queued,
+            Some("broken_pipe — retry 1/2"),
+        );
+        go(&mut s, 4, RunState::Queued, active, None);
+        assert_eq!(s.run(run).interrupted, 2);
+        assert_eq!(s.run(run).counted_attempts(), 2);
     }
 
     #[test]

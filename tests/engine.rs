@@ -166,7 +166,7 @@ async fn operator_skip_and_cancel_end_queued_runs() {
 }
 
 #[tokio::test]
-async fn runs_needing_more_gpus_than_the_machine_are_skipped_not_hung() {
+async fn runs_needing_more_gpus_than_the_machine_stay_queued_not_hung() {
     let p = plan(&[
         (
             "python benchmarks/benchmark_throughput.py --model m/x -tp 1",
@@ -174,9 +174,14 @@ async fn runs_needing_more_gpus_than_the_machine_are_skipped_not_hung() {
         ),
         (SERVE, ""),
     ]);
-    let (s, st, _) = drive(p, 0, false, |_, _| {}).await;
+    let (s, _, _) = drive(p.clone(), 0, false, |_, _| {}).await;
+    // Not skipped for good: queued for a sweep that has the GPUs, and said so.
+    // (The serving commit's runs are skipped by the plan for their own reason.)
+    assert_eq!((s.counts.skipped, s.counts.queued), (2, 2));
+    assert_eq!(s.needs_more_gpus, (2, 1));
+    let (s, st, _) = drive(p, 1, false, |_, _| {}).await;
     assert!(finished(&st));
-    assert_eq!(s.counts.skipped, 4);
+    assert_eq!((s.counts.success, s.needs_more_gpus), (2, (0, 0)));
 }
 
 #[tokio::test]

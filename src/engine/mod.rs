@@ -58,6 +58,9 @@ pub struct Summary {
     pub paused: Option<String>,
     pub interrupted: bool,
     pub leftovers_removed: Vec<String>,
+    /// Runs that need more GPUs than this sweep has: they stay queued for a run that has
+    /// them (`(runs, most GPUs any of them needs)`), never skipped for good.
+    pub needs_more_gpus: (usize, u32),
 }
 
 pub struct Engine {
@@ -375,6 +378,13 @@ impl Engine {
             return Err(e);
         }
         summary.counts = self.state.counts();
+        summary.needs_more_gpus = self
+            .state
+            .runs
+            .iter()
+            .zip(self.plan.runs.iter())
+            .filter(|(r, spec)| r.state == RunState::Queued && spec.gpus > self.opts.gpus)
+            .fold((0, 0), |(n, most), (_, spec)| (n + 1, most.max(spec.gpus)));
         summary.failures = self.state.failures_by_category();
         summary.wall = started.elapsed();
         summary.gpu_seconds = self.gpu_ms as f64 / 1000.0;
@@ -427,22 +437,18 @@ impl Engine {
                 self.set_state(
                     id,
                     RunState::Queued,
-                    Some("interrupted: re-queued as a new attempt".into()),
+                    Some(format!(
+                        "{}: re-queued as a new attempt",
+                        crate::state::INTERRUPTED
+                    )),
                 )?;
             }
             if self.state.run(id).state != RunState::Queued {
                 continue;
             }
-            let reason = if let Some(r) = &spec.skip_reason {
-                Some(r.clone())
-            } else if spec.gpus > self.opts.gpus {
-                Some(format!(
-                    "needs {} GPUs; this machine has {}",
-                    spec.gpus, self.opts.gpus
-                ))
-            } else {
-                None
-            };
+            // A run that needs more GPUs than this sweep has stays queued: the next `run`
+            // with the GPUs (`--gpus N`, another box) picks it up. Skipping it would be for good.
+            let reason = spec.skip_reason.clone();
             if let Some(reason) = reason {
                 self.set_state(
                     id,
@@ -944,9 +950,11 @@ impl Engine {
                 predicted: false,
             });
         let applied = self.state.run(run).fixes.clone();
+        // A crash, Ctrl-C or stop that cut attempts short spends none of the run's retries.
+        let counted = self.state.run(run).counted_attempts();
         let decision = self
             .policy
-            .decide_for(Some(&commit.commit), &diagnosis, attempt, &applied);
+            .decide_for(Some(&commit.commit), &diagnosis, counted, &applied);
         let category = diagnosis.category;
         let finding = Finding {
             category,
