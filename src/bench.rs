@@ -17,6 +17,22 @@ pub fn synthetic_plan(runs: usize) -> Plan {
 /// [`synthetic_plan`] with only the benchmark kinds named (`serving`, `throughput`,
 /// `latency`), in turn.
 pub fn synthetic_plan_of(runs: usize, kinds: &[&str]) -> Plan {
+    Plan::from_str_at(
+        "bench.toml",
+        synthetic_plan_text(runs, kinds),
+        std::path::Path::new("."),
+        std::path::Path::new("bench.toml"),
+    )
+    .expect("synthetic plan is valid")
+}
+
+/// The TOML of [`synthetic_plan_of`], for benchmarks that hand a plan file to a daemon.
+pub fn synthetic_plan_text(runs: usize, kinds: &[&str]) -> String {
+    synthetic_plan_text_logging(runs, kinds, 0)
+}
+
+/// [`synthetic_plan_text`] where every run's server prints `log_kb` KB of request logs.
+pub fn synthetic_plan_text_logging(runs: usize, kinds: &[&str], log_kb: u64) -> String {
     let commits = runs.div_ceil(3);
     let mut t = String::from(
         "schema_version = 1\nname = \"bench\"\n[defaults]\nvariants = [\"baseline\", \"human\", \"agent\"]\n[[agents]]\nid = \"a\"\n",
@@ -43,16 +59,15 @@ pub fn synthetic_plan_of(runs: usize, kinds: &[&str]) -> Plan {
         let _ = writeln!(t, "[[commits]]\ncommit = \"{i:012x}{:028x}\"\nparent = \"{i:012x}{:028x}\"\nmodel = \"m/x\"\ngpu_config = \"H100:1\"\nperf_command = '''{cmd}'''", 0xabc, 0xdef);
         let f = fails[i % fails.len()];
         if !f.is_empty() {
-            let _ = writeln!(t, "sim = {{ fail = \"{f}\", transient = true }}");
+            let _ = writeln!(
+                t,
+                "sim = {{ fail = \"{f}\", transient = true, log_kb = {log_kb} }}"
+            );
+        } else if log_kb > 0 {
+            let _ = writeln!(t, "sim = {{ log_kb = {log_kb} }}");
         }
     }
-    Plan::from_str_at(
-        "bench.toml",
-        t,
-        std::path::Path::new("."),
-        std::path::Path::new("bench.toml"),
-    )
-    .expect("synthetic plan is valid")
+    t
 }
 
 fn peak_rss_kib() -> Option<u64> {

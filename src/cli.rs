@@ -267,12 +267,14 @@ pub enum Cmd {
     },
     /// Benchmarks: `engine` (sim at max speed), `store`, `parse`, or `tui` (frame times; try --runs 1000).
     Bench {
-        /// engine | store | parse | tui | night (images, link and disk over the seed mix)
+        /// engine | store | parse | tui | night (images, link and disk over the seed mix) |
+        /// attach (a client's first frame from a live daemon) | daemon (its RSS over a sim night)
         what: String,
         /// Runs for the engine, store and tui benchmarks.
         #[arg(long, default_value_t = 10_000)]
         runs: usize,
-        /// Size of the synthetic server log for the parse benchmark.
+        /// Size of the synthetic server log for the parse benchmark; the request logs of the
+        /// whole night for the daemon benchmark.
         #[arg(long, default_value_t = 1024)]
         size_mb: usize,
     },
@@ -517,6 +519,8 @@ pub fn run(cli: Cli) -> i32 {
             "engine" => crate::bench::engine(runs),
             "store" => crate::store::cli::bench(runs),
             "tui" => crate::tui::bench::run(runs.min(100_000)),
+            "attach" => crate::daemon::bench::attach(runs.min(100_000)),
+            "daemon" => crate::daemon::bench::daemon(runs, size_mb),
             "night" => {
                 let plan = crate::tui::example_plan();
                 match crate::night::bench(&plan, &mut std::io::stdout()) {

@@ -13,6 +13,7 @@
 //! answering on it and takes the store over (orphan containers are removed as the engine
 //! starts, runs in flight are re-queued by the store's resume).
 
+pub mod bench;
 pub mod client;
 pub mod protocol;
 pub mod server;

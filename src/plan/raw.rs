@@ -118,4 +118,8 @@ pub struct SimSpec {
     /// Whether a retry (or the category's fix) makes it succeed.
     #[serde(default)]
     pub transient: bool,
+    /// Request-log lines the server prints while benchmarking, in KB (a chatty vLLM with
+    /// request logging on): for measuring the daemon under a night's worth of logs.
+    #[serde(default)]
+    pub log_kb: u64,
 }

@@ -358,8 +358,18 @@ impl Runtime for SimRuntime {
             );
         }
         let bench_secs = rng.random_range(40.0..200.0);
+        let log_kb = job.sim.as_ref().map_or(0, |s| s.log_kb);
+        let mut request = 0u64;
         for pct in [10, 30, 50, 70, 90, 100] {
             step!(bench_secs / 6.0);
+            // Request logging: about log_kb KB over the benchmark, in vLLM's shape.
+            let mut bytes = 0u64;
+            while bytes < log_kb * 1024 / 6 {
+                request += 1;
+                let l = text::request_log(request, &model);
+                bytes += l.len() as u64 + 1;
+                log!(Stream::Server, Pipe::Stdout, l);
+            }
             log!(
                 Stream::Bench,
                 Pipe::Stderr,

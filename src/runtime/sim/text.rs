@@ -392,3 +392,15 @@ pub fn result_block(kind: BenchKind, era: Era, scale: f64, rng: &mut ChaCha8Rng)
         ],
     }
 }
+
+/// One request-log line as vLLM prints it with request logging on (about 1 KB: the prompt
+/// and its token ids), for sims of a chatty server.
+pub fn request_log(n: u64, model: &str) -> String {
+    let ids: Vec<String> = (0..120)
+        .map(|i| ((n * 31 + i * 7) % 32000).to_string())
+        .collect();
+    format!(
+        "INFO 11-25 01:02:03 logger.py:37] Received request cmpl-{n:032x}-0: prompt: 'Summarise the following conversation for {model} in three sentences.', params: SamplingParams(n=1, temperature=1.0, top_p=1.0, max_tokens=256, ignore_eos=True), prompt_token_ids: [{}], lora_request: None",
+        ids.join(", ")
+    )
+}
