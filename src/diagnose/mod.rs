@@ -7,6 +7,7 @@
 //! * [`predict_port_bug`]: plan-load-time prediction of vLLM's port-binding bug (#8791).
 //! * [`RecipeBook`]: fix recipes as data (recipes.toml, embedded; operator overrides).
 
+mod capture;
 pub mod catalog;
 pub mod cli;
 pub mod context;

@@ -2,6 +2,7 @@
 //! bounded state (the candidate lines of each signature, a few fallback lines, the last
 //! server lines) and never the log itself.
 
+use super::capture::{line_time, CaptureState, CaptureWatch};
 use super::context::FailureContext;
 use super::predict::port_bug_affected;
 use super::text;
@@ -15,7 +16,7 @@ use std::sync::Arc;
 const RECENT_SERVER: usize = 8;
 
 #[derive(Debug, Clone)]
-struct Cand {
+pub(super) struct Cand {
     raw: String,
     line_no: u64,
     stream: Stream,
@@ -50,6 +51,7 @@ pub struct Scanner {
     last_line: Option<Cand>,
     startup_complete: Option<Cand>,
     recent_server: VecDeque<Recent>,
+    capture: CaptureWatch<Cand>,
 }
 
 impl Scanner {
@@ -65,6 +67,7 @@ impl Scanner {
             last_line: None,
             startup_complete: None,
             recent_server: VecDeque::with_capacity(RECENT_SERVER),
+            capture: CaptureWatch::default(),
         }
     }
 
@@ -79,8 +82,15 @@ impl Scanner {
         self.line_no
     }
 
-    /// Feeds one line (with or without its trailing newline).
+    /// Feeds one line (with or without its trailing newline). Its time, where capture's
+    /// pace needs one, is read from the line's own timestamp.
     pub fn feed(&mut self, stream: Stream, line: &str) {
+        self.feed_at(stream, line, None);
+    }
+
+    /// Feeds one line that arrived `at` seconds into the attempt (`None`: unknown, read
+    /// from the line's own timestamp if it has one).
+    pub fn feed_at(&mut self, stream: Stream, line: &str, at: Option<f64>) {
         self.line_no += 1;
         let clean = text::clean(line);
         let clean = clean.as_ref();
@@ -157,9 +167,12 @@ impl Scanner {
         if cat.startup_complete.iter().any(|r| r.is_match(clean)) {
             self.startup_complete = Some(cand());
         }
-        if self.file_mode || stream == Stream::Server {
-            let progress = cat.graph_progress.iter().any(|r| r.is_match(clean));
-            let done = cat.graph_done.iter().any(|r| r.is_match(clean));
+        let server = self.file_mode || stream == Stream::Server;
+        let progress = server && cat.graph_progress.iter().any(|r| r.is_match(clean));
+        let done = server && cat.graph_done.iter().any(|r| r.is_match(clean));
+        let at = at.or_else(|| line_time(clean));
+        self.capture.observe(progress, done, at, cand);
+        if server {
             if self.recent_server.len() == RECENT_SERVER {
                 self.recent_server.pop_front();
             }
@@ -321,6 +334,13 @@ impl Scanner {
             return Some(d);
         }
 
+        // A capture that stopped making progress, whatever ended the attempt after it.
+        if self.capture.state() == CaptureState::Stalled {
+            if let Some(c) = self.capture.last() {
+                return Some(self.diag_line(Category::CudaGraphCaptureTimeout, c));
+            }
+        }
+
         // 3. Which stage ran out of time.
         if ctx.timed_out {
             return Some(self.timeout(ctx));
@@ -328,6 +348,12 @@ impl Scanner {
 
         // 4. Generic symptoms, unless an earlier exception explains them.
         if let Some((i, c)) = self.best(true, None) {
+            // A harness gave up on a server that was still capturing graphs.
+            if self.catalog.signatures[i].category == Category::ServerStartTimeout {
+                if let Some(cap) = self.capture_hang() {
+                    return Some(self.diag_line(Category::CudaGraphCaptureTimeout, cap));
+                }
+            }
             if let Some(e) = &self.first_exception {
                 if e.line_no < c.line_no {
                     return Some(self.diag_line(Category::Other, e));
@@ -403,6 +429,23 @@ impl Scanner {
         }
     }
 
+    /// The last capture line when capture was still going at the end: stalled by its own
+    /// pace, or the last thing the server printed.
+    fn capture_hang(&self) -> Option<&Cand> {
+        if self.capture.state() == CaptureState::Stalled {
+            return self.capture.last();
+        }
+        let mut capture: Option<&Cand> = None;
+        for r in &self.recent_server {
+            if r.progress {
+                capture = Some(&r.cand);
+            } else if r.done {
+                capture = None;
+            }
+        }
+        capture
+    }
+
     fn timeout(&self, ctx: &FailureContext) -> Diagnosis {
         match ctx.stage {
             Some(Stage::Benchmarking) | Some(Stage::Parsing) => {
@@ -425,15 +468,7 @@ impl Scanner {
             ),
             _ => {
                 // Still capturing CUDA graphs when time ran out?
-                let mut capture: Option<&Cand> = None;
-                for r in &self.recent_server {
-                    if r.progress {
-                        capture = Some(&r.cand);
-                    } else if r.done {
-                        capture = None;
-                    }
-                }
-                if let Some(c) = capture {
+                if let Some(c) = self.capture_hang() {
                     return self.diag_line(Category::CudaGraphCaptureTimeout, c);
                 }
                 // Said it was ready but never answered: the quiet form of #8791.

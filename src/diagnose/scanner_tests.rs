@@ -209,6 +209,11 @@ const CASES: &[(Category, &str, &str)] = &[
         "DeprecationWarning: benchmark_serving.py is deprecated; use vllm bench serve",
     ),
     (
+        Category::ServerStartTimeout,
+        "E   RuntimeError: Server failed to start in time.",
+        "INFO 01-01 00:00:00 a.py:1] Waiting for the server to start (timeout 600 s)",
+    ),
+    (
         Category::NoMetrics,
         "Successful requests:                     0",
         "Successful requests:                     10",

@@ -767,7 +767,9 @@ impl Engine {
                 }
             }
             RuntimeMsg::Log { stream, pipe, line } => {
-                a.scanner.feed(stream, &line);
+                // Arrival time lets the scanner judge capture's pace (a hang is silence).
+                let at = a.started.elapsed().as_secs_f64();
+                a.scanner.feed_at(stream, &line, Some(at));
                 let mut updates = Vec::new();
                 if stream == Stream::Bench {
                     updates = a.parser.feed_line(line.as_bytes());
