@@ -103,6 +103,45 @@ fn human(
 mod tests {
     use super::*;
 
+    /// The wave-2 categories come out of `diagnose --json` from logs in their shapes,
+    /// with the policy's action.
+    #[test]
+    fn json_names_the_new_categories() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            (
+                "bench_command_invalid",
+                "skip",
+                "usage: benchmark_serving.py [-h] [--backend {vllm,openai}]\nbenchmark_serving.py: error: unrecognized arguments: --max-concurrency 8\n",
+            ),
+            (
+                "registry_auth",
+                "operator",
+                "Error response from daemon: Head \"https://registry.example.com/v2/org/vllm-bench/manifests/abc\": unauthorized: authentication required\n",
+            ),
+            (
+                "registry_rate_limited",
+                "retry",
+                "Error response from daemon: toomanyrequests: You have reached your pull rate limit.\n",
+            ),
+            (
+                "needs_build",
+                "skip",
+                "baseline image missing and the commit changes compiled code; building is off (--no-build)\n",
+            ),
+        ];
+        for (i, (cat, action, log)) in cases.into_iter().enumerate() {
+            let p = dir.path().join(format!("{i}.log"));
+            std::fs::write(&p, log).unwrap();
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            assert_eq!(main(std::slice::from_ref(&p), true, &mut out, &mut err), 0);
+            let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(v["category"], cat, "{log}");
+            assert_eq!(v["action"], action, "{log}");
+            assert!(log.lines().any(|l| l == v["evidence"]), "{v}");
+        }
+    }
+
     #[test]
     fn json_and_human_output_and_unreadable_files() {
         let dir = tempfile::tempdir().unwrap();
