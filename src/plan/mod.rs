@@ -100,6 +100,11 @@ pub struct Defaults {
     pub timeout_s_by_gpus: BTreeMap<u32, u64>,
     pub repeats: u32,
     pub variants: Vec<String>,
+    /// `variants` was written in the plan (not the built-in default).
+    #[serde(skip)]
+    pub variants_explicit: bool,
+    #[serde(skip)]
+    pub variants_loc: Option<Loc>,
     pub on_invalid: OnInvalid,
     pub vllm_src: Option<String>,
     pub fetch_weights: bool,
@@ -294,6 +299,15 @@ impl Plan {
         }
         let mut datasets = box_defaults.datasets.clone();
         datasets.extend(b.datasets(&raw, &src, base));
+        if raw.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
+            b.error(
+                src.field_loc(&(0..src.text.len()), "name"),
+                None,
+                "name",
+                "name is empty (expected the sweep's name, or no `name` to use the file name)"
+                    .into(),
+            );
+        }
         let images = b.images(&raw, &src);
         let agents: Vec<Agent> = raw
             .agents
@@ -598,6 +612,14 @@ impl Builder {
                 );
             }
         }
+        if d.gpu_count == Some(0) {
+            self.error(
+                src.field_loc(&whole, "gpu_count"),
+                None,
+                "gpu_count",
+                "gpu_count = 0 cannot run anything (expected 1 or more)".into(),
+            );
+        }
         if d.repeats == Some(0) {
             self.error(
                 src.field_loc(&whole, "repeats"),
@@ -616,6 +638,11 @@ impl Builder {
             run_timeout_s: d.run_timeout_s.unwrap_or(3600),
             timeout_s_by_gpus: by_gpus,
             repeats: d.repeats.unwrap_or(1).max(1),
+            variants_explicit: d.variants.is_some(),
+            variants_loc: d
+                .variants
+                .as_ref()
+                .and_then(|_| src.field_loc(&whole, "variants")),
             variants,
             on_invalid: d.on_invalid.unwrap_or_default(),
             vllm_src: d.vllm_src.clone(),
@@ -1009,24 +1036,51 @@ impl Builder {
         let mut runs = Vec::new();
         let mut short_commit_template = 0usize;
         // Keyed as CommitSpec keys them (lower case): an upper-case hash keeps its settings.
-        let by_commit: BTreeMap<String, &RawCommit> = raw
+        let by_commit: BTreeMap<String, (&RawCommit, &FieldLocator)> = raw
             .iter()
-            .filter_map(|(rc, _, _)| {
+            .filter_map(|(rc, _, fl)| {
                 rc.commit
                     .as_deref()
-                    .map(|c| (c.trim().to_ascii_lowercase(), rc))
+                    .map(|c| (c.trim().to_ascii_lowercase(), (rc, fl)))
             })
             .collect();
+        // The built-in default lists `agent`; only a list the operator wrote is wrong to
+        // name it when there is no agent.
+        if agents.is_empty()
+            && defaults.variants_explicit
+            && defaults.variants.iter().any(|v| v == "agent")
+        {
+            self.error(
+                defaults.variants_loc.clone(),
+                None,
+                "variants",
+                "variant `agent` but the plan has no [[agents]] to run it with".into(),
+            );
+        }
         for (ci, c) in commits.iter().enumerate() {
-            let rc = by_commit.get(&c.commit).copied();
-            let selectors = rc
-                .and_then(|r| r.variants.clone())
-                .unwrap_or_else(|| defaults.variants.clone());
+            let (rc, fl) = match by_commit.get(&c.commit) {
+                Some((rc, fl)) => (Some(*rc), Some(*fl)),
+                None => (None, None),
+            };
+            let own = rc.and_then(|r| r.variants.clone());
+            // A commit's own list naming `agent` without agents (the defaults' list is
+            // checked once, above).
+            let explicit = own.is_some();
+            let variants_loc = fl.and_then(|fl| fl.loc("variants")).or(c.loc.clone());
+            let selectors = own.unwrap_or_else(|| defaults.variants.clone());
             let mut variants: Vec<Variant> = Vec::new();
             for s in &selectors {
                 match s.as_str() {
                     "baseline" => variants.push(Variant::Baseline),
                     "human" => variants.push(Variant::Human),
+                    "agent" if agents.is_empty() && explicit => {
+                        self.error(
+                            variants_loc.clone(),
+                            Some(&c.commit),
+                            "variants",
+                            "variant `agent` but the plan has no [[agents]] to run it with".into(),
+                        );
+                    }
                     "agent" => variants.extend(agents.iter().map(|a| Variant::Agent(a.id.clone()))),
                     other => {
                         if let Some(id) = other.strip_prefix("agent:") {
