@@ -153,3 +153,34 @@ proptest! {
         prop_assert_eq!(d.category, want, "{}", text);
     }
 }
+
+/// A failure no signature explains shows the final line of the last traceback and the
+/// first ERROR line; every diagnosis carries a confidence that ranks how it was decided.
+#[test]
+fn other_shows_its_telling_lines_and_confidence_ranks_the_way_of_deciding() {
+    let log = "INFO 01-01 00:00:00 a.py:1] starting\n\
+        ERROR 01-01 00:00:01 b.py:2] worker 3 lost its heartbeat\n\
+        Traceback (most recent call last):\n  File \"/x.py\", line 1, in <module>\n\
+        ValueError: weights shard 3 has an unexpected dtype\n\
+        Traceback (most recent call last):\n  File \"/y.py\", line 9, in run\n\
+        RuntimeError: engine loop exited unexpectedly\n";
+    let d = diagnose_text(catalog(), log.as_bytes());
+    assert_eq!(d.category, Category::Other);
+    assert_eq!(
+        d.evidence,
+        "ValueError: weights shard 3 has an unexpected dtype"
+    );
+    assert_eq!(
+        d.telling,
+        vec![
+            "RuntimeError: engine loop exited unexpectedly".to_string(),
+            "ERROR 01-01 00:00:01 b.py:2] worker 3 lost its heartbeat".to_string(),
+        ]
+    );
+    let oom = diagnose_text(catalog(), LOGS[0].1.as_bytes());
+    assert!(oom.telling.is_empty());
+    assert!(oom.confidence > 0.8, "{}", oom.confidence);
+    let symptom = diagnose_text(catalog(), b"BrokenPipeError: [Errno 32] Broken pipe\n");
+    assert!(symptom.confidence < oom.confidence && symptom.confidence > d.confidence);
+    assert!(d.confidence > 0.0);
+}

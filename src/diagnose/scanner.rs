@@ -3,8 +3,10 @@
 //! server lines) and never the log itself.
 
 use super::capture::{line_time, CaptureState, CaptureWatch};
+use super::confidence;
 use super::context::FailureContext;
 use super::predict::port_bug_affected;
+use super::telling::Telling;
 use super::text;
 use super::{Catalog, Diagnosis, EvidencePick};
 use crate::category::Category;
@@ -52,6 +54,7 @@ pub struct Scanner {
     startup_complete: Option<Cand>,
     recent_server: VecDeque<Recent>,
     capture: CaptureWatch<Cand>,
+    telling: Telling,
 }
 
 impl Scanner {
@@ -68,6 +71,7 @@ impl Scanner {
             startup_complete: None,
             recent_server: VecDeque::with_capacity(RECENT_SERVER),
             capture: CaptureWatch::default(),
+            telling: Telling::default(),
         }
     }
 
@@ -151,9 +155,16 @@ impl Scanner {
         }
 
         if !echo {
+            let is_exc = text::is_exception(msg);
+            let tb = !is_exc && msg.starts_with("Traceback (most recent call last)");
+            if tb || is_exc {
+                let noise = is_exc && cat.is_noise(clean);
+                self.telling
+                    .observe(tb, is_exc, noise, || text::evidence(line));
+            }
             // Fallback evidence: only the first of each is kept, so the noise check runs
             // only while one is still missing.
-            let exc = self.first_exception.is_none() && text::is_exception(msg);
+            let exc = self.first_exception.is_none() && is_exc;
             let err = self.first_error.is_none() && text::is_error_level(clean);
             if (exc || err) && !cat.is_noise(clean) {
                 if exc {
@@ -232,17 +243,20 @@ impl Scanner {
 
     fn diag_sig(&self, i: usize, c: &Cand) -> Diagnosis {
         let sig = &self.catalog.signatures[i];
+        let confidence = if sig.symptom {
+            confidence::SYMPTOM
+        } else if sig.category == Category::Other {
+            confidence::NAMED_FAULT
+        } else {
+            confidence::SIGNATURE
+        };
         Diagnosis {
-            category: sig.category,
-            evidence: c.raw.clone(),
-            stream: Some(c.stream),
-            line_no: Some(c.line_no),
             recipe: sig.recipe.clone(),
-            predicted: false,
+            ..self.diag_line(sig.category, c, confidence)
         }
     }
 
-    fn diag_line(&self, category: Category, c: &Cand) -> Diagnosis {
+    fn diag_line(&self, category: Category, c: &Cand, confidence: f32) -> Diagnosis {
         Diagnosis {
             category,
             evidence: c.raw.clone(),
@@ -250,6 +264,8 @@ impl Scanner {
             line_no: Some(c.line_no),
             recipe: None,
             predicted: false,
+            confidence,
+            telling: Vec::new(),
         }
     }
 
@@ -261,7 +277,18 @@ impl Scanner {
             line_no: None,
             recipe: None,
             predicted: false,
+            confidence: confidence::FACT,
+            telling: Vec::new(),
         }
+    }
+
+    /// `other` shows the lines that tell most about it.
+    fn with_telling(&self, mut d: Diagnosis) -> Diagnosis {
+        if d.category == Category::Other {
+            let first_error = self.first_error.as_ref().map(|c| c.raw.as_str());
+            d.telling = self.telling.lines(first_error, &d.evidence);
+        }
+        d
     }
 
     /// Combines the lines seen with the attempt's facts. `None` when the attempt did not
@@ -272,11 +299,14 @@ impl Scanner {
             return None;
         }
         self.decide(ctx, ctx.shows_failure())
+            .map(|d| self.with_telling(d))
     }
 
     pub(crate) fn conclude_file(&self) -> Diagnosis {
-        self.decide(&FailureContext::default(), true)
-            .expect("file mode always concludes")
+        let d = self
+            .decide(&FailureContext::default(), true)
+            .unwrap_or_else(|| Self::fact(Category::Other, "no output".into()));
+        self.with_telling(d)
     }
 
     fn decide(&self, ctx: &FailureContext, failed: bool) -> Option<Diagnosis> {
@@ -337,7 +367,11 @@ impl Scanner {
         // A capture that stopped making progress, whatever ended the attempt after it.
         if self.capture.state() == CaptureState::Stalled {
             if let Some(c) = self.capture.last() {
-                return Some(self.diag_line(Category::CudaGraphCaptureTimeout, c));
+                return Some(self.diag_line(
+                    Category::CudaGraphCaptureTimeout,
+                    c,
+                    confidence::TIMING,
+                ));
             }
         }
 
@@ -351,12 +385,16 @@ impl Scanner {
             // A harness gave up on a server that was still capturing graphs.
             if self.catalog.signatures[i].category == Category::ServerStartTimeout {
                 if let Some(cap) = self.capture_hang() {
-                    return Some(self.diag_line(Category::CudaGraphCaptureTimeout, cap));
+                    return Some(self.diag_line(
+                        Category::CudaGraphCaptureTimeout,
+                        cap,
+                        confidence::TIMING,
+                    ));
                 }
             }
             if let Some(e) = &self.first_exception {
                 if e.line_no < c.line_no {
-                    return Some(self.diag_line(Category::Other, e));
+                    return Some(self.diag_line(Category::Other, e, confidence::EXCEPTION));
                 }
             }
             return Some(self.diag_sig(i, c));
@@ -377,18 +415,25 @@ impl Scanner {
         if !failed && self.first_exception.is_none() {
             return None;
         }
+        let guess = |d: Diagnosis| Diagnosis {
+            confidence: confidence::GUESS,
+            ..d
+        };
         if let Some(pe) = &ctx.pull_error {
-            return Some(Self::fact(Category::Other, pe.clone()));
+            return Some(guess(Self::fact(Category::Other, pe.clone())));
         }
-        if let Some(e) = self.first_exception.as_ref().or(self.first_error.as_ref()) {
-            return Some(self.diag_line(Category::Other, e));
+        if let Some(e) = &self.first_exception {
+            return Some(self.diag_line(Category::Other, e, confidence::EXCEPTION));
+        }
+        if let Some(e) = &self.first_error {
+            return Some(self.diag_line(Category::Other, e, confidence::GUESS));
         }
         if let Some(ex) = ctx.exit_description() {
-            return Some(Self::fact(Category::Other, ex));
+            return Some(guess(Self::fact(Category::Other, ex)));
         }
         Some(match &self.last_line {
-            Some(l) => self.diag_line(Category::Other, l),
-            None => Self::fact(Category::Other, "no output".into()),
+            Some(l) => self.diag_line(Category::Other, l, confidence::GUESS),
+            None => guess(Self::fact(Category::Other, "no output".into())),
         })
     }
 
@@ -453,6 +498,7 @@ impl Scanner {
                     Category::BenchTimeout,
                     "benchmark did not finish within its time limit".into(),
                 );
+                d.confidence = confidence::TIMING;
                 if let Some(l) = &self.last_line {
                     d.evidence = format!("{}; last line: {}", d.evidence, l.raw);
                     d.line_no = Some(l.line_no);
@@ -469,14 +515,19 @@ impl Scanner {
             _ => {
                 // Still capturing CUDA graphs when time ran out?
                 if let Some(c) = self.capture_hang() {
-                    return self.diag_line(Category::CudaGraphCaptureTimeout, c);
+                    return self.diag_line(
+                        Category::CudaGraphCaptureTimeout,
+                        c,
+                        confidence::TIMING,
+                    );
                 }
                 // Said it was ready but never answered: the quiet form of #8791.
                 if ctx.serving
                     && ctx.vllm_version.as_deref().and_then(port_bug_affected) == Some(true)
                 {
                     if let Some(c) = &self.startup_complete {
-                        let mut d = self.diag_line(Category::VersionPortBug, c);
+                        let mut d =
+                            self.diag_line(Category::VersionPortBug, c, confidence::SYMPTOM);
                         d.recipe = Some(super::predict::PORT_BUG_RECIPE.into());
                         return d;
                     }
@@ -485,6 +536,7 @@ impl Scanner {
                     Category::ServerStartTimeout,
                     "server did not become healthy within the start timeout".into(),
                 );
+                d.confidence = confidence::TIMING;
                 if let Some(l) = self.recent_server.back() {
                     d.evidence = format!("{}; last server line: {}", d.evidence, l.cand.raw);
                     d.line_no = Some(l.cand.line_no);

@@ -465,6 +465,8 @@ impl Engine {
                         recipe: d.recipe,
                         reason: format!("predicted {} (vLLM {v}, serving)", d.category),
                         predicted: true,
+                        confidence: Some(d.confidence),
+                        telling: d.telling,
                     };
                     self.predicted.insert(id, finding.clone());
                     let attempt = self.state.run(id).attempt;
@@ -944,6 +946,8 @@ impl Engine {
                 line_no: None,
                 recipe: None,
                 predicted: false,
+                confidence: diagnose::confidence::GUESS,
+                telling: vec![],
             });
         let applied = self.state.run(run).fixes.clone();
         let decision = self
@@ -961,6 +965,8 @@ impl Engine {
             recipe: decision.recipe.clone().or(diagnosis.recipe.clone()),
             reason: decision.reason.clone(),
             predicted: false,
+            confidence: Some(diagnosis.confidence),
+            telling: diagnosis.telling.clone(),
         };
         self.emit(Event::Diagnosed {
             run,
