@@ -424,9 +424,27 @@ fn plan_check_says_runnable_no_when_every_run_is_skipped() {
     )
     .unwrap();
     let (code, out, err) = nightshift(&["plan", "check", p.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 2, "{err}");
     assert!(out.contains("runnable: no"), "{out}");
     let ok = fixture("minimal.toml");
     let (_, out, _) = nightshift(&["plan", "check", ok.to_str().unwrap()]);
     assert!(out.contains("runnable: yes"), "{out}");
+}
+
+#[test]
+fn a_parent_matching_two_commits_is_ambiguous_and_one_match_is_not() {
+    let plan = |parent: &str| {
+        format!(
+            "schema_version = 1\n[[commits]]\ncommit = \"abcdef1234567\"\nperf_command = \"python benchmarks/benchmark_serving.py --model m\"\n[[commits]]\ncommit = \"abcdef1299999\"\nperf_command = \"python benchmarks/benchmark_serving.py --model m\"\n[[commits]]\ncommit = \"0123456789ab\"\nparent = \"{parent}\"\nperf_command = \"python benchmarks/benchmark_serving.py --model m\"\n"
+        )
+    };
+    let load = |t: String| Plan::from_str_at("t.toml", t, Path::new("."), Path::new("t.toml"));
+    let e = load(plan("abcdef12")).unwrap_err().to_string();
+    assert!(
+        e.contains("parent `abcdef12` is ambiguous: it matches 2 commits"),
+        "{e}"
+    );
+    // One commit extends it, or it extends one: not ambiguous.
+    assert!(load(plan("abcdef123456")).is_ok());
+    assert!(load(plan("abcdef1234567aaaa")).is_ok());
 }

@@ -477,6 +477,11 @@ impl Plan {
         &self.commits[run.commit]
     }
 
+    /// Some run would run (not every one is skipped, and there is one).
+    pub fn runnable(&self) -> bool {
+        self.runs.iter().any(|r| r.skip_reason.is_none())
+    }
+
     /// GPUs needed by the largest runnable run.
     pub fn max_gpus(&self) -> u32 {
         self.runs
@@ -1002,22 +1007,30 @@ impl Builder {
                 );
             }
         }
+        // A parent may match commits that extend it (a contiguous run of the sorted list
+        // from where it would sort) and commits it extends (its own prefixes, looked up
+        // one length at a time): logarithmic per commit, where a scan of every commit
+        // made large plans quadratic.
+        let hashes: Vec<&str> = sorted.iter().map(|c| c.commit.as_str()).collect();
         for c in commits {
             if let Some(p) = &c.parent {
-                let matches: Vec<&&CommitSpec> = sorted
+                let from = hashes.partition_point(|h| *h < p.as_str());
+                let longer = hashes[from..]
                     .iter()
-                    .filter(|o| {
-                        o.commit.starts_with(p.as_str()) || p.starts_with(o.commit.as_str())
-                    })
-                    .collect();
-                if matches.len() > 1 {
+                    .take_while(|h| h.starts_with(p.as_str()))
+                    .count();
+                let shorter = (1..p.len())
+                    .filter(|&n| p.is_char_boundary(n))
+                    .filter(|&n| hashes.binary_search(&&p[..n]).is_ok())
+                    .count();
+                let matches = longer + shorter;
+                if matches > 1 {
                     self.error(
                         c.loc.clone(),
                         Some(&c.commit),
                         "hash",
                         format!(
-                            "parent `{p}` is ambiguous: it matches {} commits of the plan",
-                            matches.len()
+                            "parent `{p}` is ambiguous: it matches {matches} commits of the plan"
                         ),
                     );
                 }

@@ -120,7 +120,7 @@ pub fn check_summary(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
             }
         }
     }
-    if n_runnable == 0 {
+    if !plan.runnable() {
         // Every run is skipped (invalid commits, skip = true) or there is none.
         writeln!(
             out,
