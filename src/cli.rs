@@ -642,7 +642,12 @@ fn plan_cmd(cmd: PlanCmd) -> i32 {
                 Err(code) => return code,
             };
             let _ = crate::plan::report::check_summary(&plan, &mut out);
-            0
+            // A plan that can run nothing is bad input (README: 0 when runnable).
+            if plan.runnable() {
+                0
+            } else {
+                2
+            }
         }
         PlanCmd::Show { plan, json } => {
             let plan = match load_plan(&plan) {

@@ -18,6 +18,12 @@ pub struct Finding {
     /// Predicted from the plan (e.g. the vLLM version), not observed in a log.
     #[serde(default)]
     pub predicted: bool,
+    /// The diagnosis's confidence, 0..=1 (absent in records written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f32>,
+    /// For `other`: the final line of the last traceback and the first ERROR line.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub telling: Vec<String>,
 }
 
 /// One GPU's sample (NVML adapter, or the sim).

@@ -449,6 +449,8 @@ mod tests {
             line_no: None,
             recipe: None,
             predicted: false,
+            confidence: 0.9,
+            telling: vec![],
         }
     }
 

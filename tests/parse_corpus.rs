@@ -1,22 +1,9 @@
 //! Every labeled value of the shared corpus of real published outputs must be extracted
 //! exactly, with the right kind. The corpus is read by path and never copied here.
 
-use nightshift::parse::{parse_bytes, Kind, StreamParser};
-use std::path::PathBuf;
+mod support;
 
-/// `../shared/corpus` from the project root; a git worktree sits one level deeper, so
-/// the nearest ancestor holding `shared/corpus` is used (or `$NIGHTSHIFT_CORPUS`).
-fn corpus() -> PathBuf {
-    if let Some(dir) = std::env::var_os("NIGHTSHIFT_CORPUS") {
-        return PathBuf::from(dir);
-    }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    root.ancestors()
-        .skip(1)
-        .map(|a| a.join("shared/corpus"))
-        .find(|c| c.join("labels.json").is_file())
-        .unwrap_or_else(|| root.join("../shared/corpus"))
-}
+use nightshift::parse::{parse_bytes, Kind, StreamParser};
 
 /// Corpus label names → contract keys (see the corpus README).
 fn contract_key(label: &str) -> &str {
@@ -42,7 +29,7 @@ fn kind(s: &str) -> Kind {
 
 #[test]
 fn every_labeled_value_in_the_corpus() {
-    let labels_path = corpus().join("labels.json");
+    let labels_path = support::corpus().join("labels.json");
     let labels = std::fs::read(&labels_path)
         .unwrap_or_else(|e| panic!("corpus labels at {}: {e}", labels_path.display()));
     let labels: serde_json::Value = serde_json::from_slice(&labels).unwrap();
@@ -54,7 +41,7 @@ fn every_labeled_value_in_the_corpus() {
             continue;
         }
         cases += 1;
-        let bytes = std::fs::read(corpus().join(file)).unwrap();
+        let bytes = std::fs::read(support::corpus().join(file)).unwrap();
         let r = parse_bytes(&bytes);
         let want_kind = kind(case["kind"].as_str().unwrap());
         if r.kind != want_kind {
@@ -94,7 +81,7 @@ fn failure_logs_hold_no_result_values_by_accident() {
     // Failure logs are server output; nothing in them is a benchmark result, except
     // what a log genuinely contains. At least: parsing them must not panic, and any
     // result found must carry a known kind.
-    let dir = corpus().join("failures");
+    let dir = support::corpus().join("failures");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return;
     };

@@ -5,21 +5,10 @@
 //! NIGHTSHIFT_PROPTEST_CASES=400000 nice -n 19 cargo test --release --test parse_props -- --test-threads 1
 //! ```
 
+mod support;
+
 use nightshift::parse::{detect_version, parse_bytes, Kind, StreamParser};
 use proptest::prelude::*;
-use proptest::test_runner::Config;
-
-fn config() -> Config {
-    let cases = std::env::var("NIGHTSHIFT_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256);
-    Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    }
-}
 
 const BLOCK: &[(&str, &str)] = &[
     ("============ Serving Benchmark Result ============", ""),
@@ -56,7 +45,7 @@ const EXPECT: &[(&str, f64)] = &[
     ("ttft_median_ms", 171.90),
     ("ttft_p99_9_ms", 603.18),
     ("tpot_mean_ms", 12.01),
-    ("tpot_p50_ms", 11.50),
+    ("tpot_median_ms", 11.50),
 ];
 
 /// Realistic line prefixes with random content: compose columns, timestamps, vLLM logger
@@ -174,7 +163,7 @@ fn check_block(bytes: &[u8], chunk: usize) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(support::config())]
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..4096), chunk in 1usize..512) {

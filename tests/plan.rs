@@ -361,3 +361,90 @@ fn a_closed_pipe_ends_a_report_quietly() {
     assert!(!err.contains("panicked"), "{err}");
     assert_ne!(out.status.code(), Some(101), "{err}");
 }
+
+/// What cannot run is an error at its position, and `plan check` exits 2 on it.
+#[test]
+fn plans_that_cannot_run_are_rejected_with_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let commit = "[[commits]]\ncommit = \"3a243095e5e7b655b63ab08fbd5936cb40850415\"\nparent = \"64172a976c8d975b3aec946f1675716d2532d94f\"\n";
+    let cmd = |c: &str| format!("perf_command = '''{c}'''\n");
+    let serving = "python benchmarks/benchmark_serving.py --model m/x --num-prompts 10";
+    let cases = [
+        (
+            "gpu_count",
+            format!("schema_version = 1\n[defaults]\ngpu_count = 0\n{commit}{}", cmd(serving)),
+            ":3:13: gpu_count = 0 cannot run",
+        ),
+        (
+            "tp",
+            format!("schema_version = 1\n{commit}{}", cmd(&format!("{serving} -tp 0"))),
+            ":5:16: commit 3a243095e5e7b655b63ab08fbd5936cb40850415: perf_command: `-tp 0` cannot run",
+        ),
+        (
+            "agent",
+            format!("schema_version = 1\n[defaults]\nvariants = [\"baseline\", \"agent\"]\n{commit}{}", cmd(serving)),
+            ":3:12: variant `agent` but the plan has no [[agents]]",
+        ),
+        (
+            "agent_per_commit",
+            format!("schema_version = 1\n{commit}variants = [\"agent\"]\n{}", cmd(serving)),
+            ":5:12: commit 3a243095e5e7b655b63ab08fbd5936cb40850415: variant `agent` but the plan has no [[agents]]",
+        ),
+        (
+            "name",
+            format!("schema_version = 1\nname = \"  \"\n{commit}{}", cmd(serving)),
+            ":2:8: name is empty",
+        ),
+    ];
+    for (what, text, want) in cases {
+        let p = dir.path().join(format!("{what}.toml"));
+        std::fs::write(&p, &text).unwrap();
+        let errs = match Plan::load(&p) {
+            Err(LoadError::Invalid(d)) => d.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
+            other => panic!("{what}: should not load: {:?}", other.map(|p| p.runs.len())),
+        };
+        assert!(
+            errs.iter()
+                .any(|e| e.contains(want) && e.starts_with(&*p.display().to_string())),
+            "{what}: {errs:?}"
+        );
+        let (code, _, err) = nightshift(&["plan", "check", p.to_str().unwrap()]);
+        assert_eq!(code, 2, "{what}: {err}");
+        assert!(err.contains(want), "{what}: {err}");
+    }
+}
+
+#[test]
+fn plan_check_says_runnable_no_when_every_run_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("none.toml");
+    std::fs::write(
+        &p,
+        "schema_version = 1\n[defaults]\non_invalid = \"skip\"\n[[commits]]\ncommit = \"3a243095e5e7b655b63ab08fbd5936cb40850415\"\nparent = \"64172a976c8d975b3aec946f1675716d2532d94f\"\nperf_command = '''python benchmarks/benchmark_serving.py --model MODEL'''\n",
+    )
+    .unwrap();
+    let (code, out, err) = nightshift(&["plan", "check", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.contains("runnable: no"), "{out}");
+    let ok = fixture("minimal.toml");
+    let (_, out, _) = nightshift(&["plan", "check", ok.to_str().unwrap()]);
+    assert!(out.contains("runnable: yes"), "{out}");
+}
+
+#[test]
+fn a_parent_matching_two_commits_is_ambiguous_and_one_match_is_not() {
+    let plan = |parent: &str| {
+        format!(
+            "schema_version = 1\n[[commits]]\ncommit = \"abcdef1234567\"\nperf_command = \"python benchmarks/benchmark_serving.py --model m\"\n[[commits]]\ncommit = \"abcdef1299999\"\nperf_command = \"python benchmarks/benchmark_serving.py --model m\"\n[[commits]]\ncommit = \"0123456789ab\"\nparent = \"{parent}\"\nperf_command = \"python benchmarks/benchmark_serving.py --model m\"\n"
+        )
+    };
+    let load = |t: String| Plan::from_str_at("t.toml", t, Path::new("."), Path::new("t.toml"));
+    let e = load(plan("abcdef12")).unwrap_err().to_string();
+    assert!(
+        e.contains("parent `abcdef12` is ambiguous: it matches 2 commits"),
+        "{e}"
+    );
+    // One commit extends it, or it extends one: not ambiguous.
+    assert!(load(plan("abcdef123456")).is_ok());
+    assert!(load(plan("abcdef1234567aaaa")).is_ok());
+}

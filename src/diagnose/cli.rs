@@ -14,6 +14,9 @@ struct JsonLine<'a> {
     evidence: &'a str,
     action: &'a str,
     recipe: Option<&'a str>,
+    confidence: f32,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    telling: &'a [String],
 }
 
 /// Exit 0 when every file got a diagnosis, 2 when a file could not be read (the other
@@ -49,6 +52,8 @@ pub fn main(files: &[PathBuf], json: bool, out: &mut dyn Write, err: &mut dyn Wr
                 evidence: &d.evidence,
                 action: action.as_str(),
                 recipe: recipe.as_deref(),
+                confidence: d.confidence,
+                telling: &d.telling,
             };
             serde_json::to_string(&line)
                 .map_err(std::io::Error::other)
@@ -63,6 +68,14 @@ pub fn main(files: &[PathBuf], json: bool, out: &mut dyn Write, err: &mut dyn Wr
     status
 }
 
+/// A log line for the terminal: no ANSI, no control characters.
+fn printable(line: &str) -> String {
+    text::clean(line)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
 fn human(
     out: &mut dyn Write,
     f: &std::path::Path,
@@ -73,16 +86,15 @@ fn human(
 ) -> std::io::Result<()> {
     writeln!(out, "{}", f.display())?;
     writeln!(out, "  category: {}", d.category)?;
-    let ev = text::clean(&d.evidence);
-    // Control characters never reach the terminal.
-    let ev: String = ev
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let ev = printable(&d.evidence);
     match d.line_no {
         Some(n) => writeln!(out, "  evidence: line {n}: {}", ev.trim())?,
         None => writeln!(out, "  evidence: {}", ev.trim())?,
     }
+    for l in &d.telling {
+        writeln!(out, "  also:     {}", printable(l))?;
+    }
+    writeln!(out, "  confidence: {:.0}%", d.confidence * 100.0)?;
     writeln!(out, "  action:   {action}")?;
     match recipe.and_then(|r| recipes.get(r)) {
         Some(r) => {
@@ -102,6 +114,45 @@ fn human(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The wave-2 categories come out of `diagnose --json` from logs in their shapes,
+    /// with the policy's action.
+    #[test]
+    fn json_names_the_new_categories() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            (
+                "bench_command_invalid",
+                "skip",
+                "usage: benchmark_serving.py [-h] [--backend {vllm,openai}]\nbenchmark_serving.py: error: unrecognized arguments: --max-concurrency 8\n",
+            ),
+            (
+                "registry_auth",
+                "operator",
+                "Error response from daemon: Head \"https://registry.example.com/v2/org/vllm-bench/manifests/abc\": unauthorized: authentication required\n",
+            ),
+            (
+                "registry_rate_limited",
+                "retry",
+                "Error response from daemon: toomanyrequests: You have reached your pull rate limit.\n",
+            ),
+            (
+                "needs_build",
+                "skip",
+                "baseline image missing and the commit changes compiled code; building is off (--no-build)\n",
+            ),
+        ];
+        for (i, (cat, action, log)) in cases.into_iter().enumerate() {
+            let p = dir.path().join(format!("{i}.log"));
+            std::fs::write(&p, log).unwrap();
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            assert_eq!(main(std::slice::from_ref(&p), true, &mut out, &mut err), 0);
+            let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(v["category"], cat, "{log}");
+            assert_eq!(v["action"], action, "{log}");
+            assert!(log.lines().any(|l| l == v["evidence"]), "{v}");
+        }
+    }
 
     #[test]
     fn json_and_human_output_and_unreadable_files() {

@@ -7,12 +7,14 @@
 //! * [`predict_port_bug`]: plan-load-time prediction of vLLM's port-binding bug (#8791).
 //! * [`RecipeBook`]: fix recipes as data (recipes.toml, embedded; operator overrides).
 
+mod capture;
 pub mod catalog;
 pub mod cli;
 pub mod context;
 pub mod predict;
 pub mod recipe;
 mod scanner;
+mod telling;
 pub mod text;
 
 pub use catalog::{Catalog, EvidencePick, Signature};
@@ -40,6 +42,35 @@ pub struct Diagnosis {
     pub recipe: Option<String>,
     /// True for a plan-load-time prediction that no run has confirmed yet.
     pub predicted: bool,
+    /// How sure the diagnosis is, 0..=1: a fact the runtime established or a root-cause
+    /// signature is near 1, a generic symptom lower, `other` with only an error-like
+    /// line near 0 (see `confidence` below for the scale).
+    #[serde(default)]
+    pub confidence: f32,
+    /// For a failure no signature explains: the final line of the last traceback and the
+    /// first ERROR line, when they are not the evidence itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub telling: Vec<String>,
+}
+
+/// The confidence scale, one value per way of deciding.
+pub mod confidence {
+    /// A fact the runtime established (the patch did not apply, the image is missing).
+    pub const FACT: f32 = 1.0;
+    /// A root-cause signature matched a line.
+    pub const SIGNATURE: f32 = 0.9;
+    /// A named fault with no category of its own (`other` by signature).
+    pub const NAMED_FAULT: f32 = 0.7;
+    /// Judged from timing: a stage timed out, capture stalled.
+    pub const TIMING: f32 = 0.8;
+    /// A generic symptom (broken pipe, engine core failed) with nothing earlier.
+    pub const SYMPTOM: f32 = 0.6;
+    /// Predicted from the plan; no run has shown it yet.
+    pub const PREDICTED: f32 = 0.5;
+    /// `other`, with an exception line as evidence.
+    pub const EXCEPTION: f32 = 0.3;
+    /// `other`, with only an error-like line, an exit status or the last line.
+    pub const GUESS: f32 = 0.1;
 }
 
 /// An error in a catalog, recipe or policy file, located as `origin:line:col`.
@@ -107,6 +138,8 @@ mod tests {
             line_no: Some(3),
             recipe: None,
             predicted: false,
+            confidence: confidence::SIGNATURE,
+            telling: vec![],
         };
         let j = serde_json::to_string(&d).unwrap();
         assert!(j.contains("\"cuda_oom\""));

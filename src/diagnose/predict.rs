@@ -125,6 +125,8 @@ pub fn predict_port_bug(vllm_version: &str, serving: bool) -> Option<Diagnosis> 
         line_no: None,
         recipe: Some(PORT_BUG_RECIPE.to_string()),
         predicted: true,
+        confidence: super::confidence::PREDICTED,
+        telling: vec![],
     })
 }
 

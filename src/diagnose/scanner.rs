@@ -2,8 +2,11 @@
 //! bounded state (the candidate lines of each signature, a few fallback lines, the last
 //! server lines) and never the log itself.
 
+use super::capture::{line_time, CaptureState, CaptureWatch};
+use super::confidence;
 use super::context::FailureContext;
 use super::predict::port_bug_affected;
+use super::telling::Telling;
 use super::text;
 use super::{Catalog, Diagnosis, EvidencePick};
 use crate::category::Category;
@@ -15,7 +18,7 @@ use std::sync::Arc;
 const RECENT_SERVER: usize = 8;
 
 #[derive(Debug, Clone)]
-struct Cand {
+pub(super) struct Cand {
     raw: String,
     line_no: u64,
     stream: Stream,
@@ -50,6 +53,8 @@ pub struct Scanner {
     last_line: Option<Cand>,
     startup_complete: Option<Cand>,
     recent_server: VecDeque<Recent>,
+    capture: CaptureWatch<Cand>,
+    telling: Telling,
 }
 
 impl Scanner {
@@ -65,6 +70,8 @@ impl Scanner {
             last_line: None,
             startup_complete: None,
             recent_server: VecDeque::with_capacity(RECENT_SERVER),
+            capture: CaptureWatch::default(),
+            telling: Telling::default(),
         }
     }
 
@@ -79,8 +86,15 @@ impl Scanner {
         self.line_no
     }
 
-    /// Feeds one line (with or without its trailing newline).
+    /// Feeds one line (with or without its trailing newline). Its time, where capture's
+    /// pace needs one, is read from the line's own timestamp.
     pub fn feed(&mut self, stream: Stream, line: &str) {
+        self.feed_at(stream, line, None);
+    }
+
+    /// Feeds one line that arrived `at` seconds into the attempt (`None`: unknown, read
+    /// from the line's own timestamp if it has one).
+    pub fn feed_at(&mut self, stream: Stream, line: &str, at: Option<f64>) {
         self.line_no += 1;
         let clean = text::clean(line);
         let clean = clean.as_ref();
@@ -141,9 +155,16 @@ impl Scanner {
         }
 
         if !echo {
+            let is_exc = text::is_exception(msg);
+            let tb = !is_exc && msg.starts_with("Traceback (most recent call last)");
+            if tb || is_exc {
+                let noise = is_exc && cat.is_noise(clean);
+                self.telling
+                    .observe(tb, is_exc, noise, || text::evidence(line));
+            }
             // Fallback evidence: only the first of each is kept, so the noise check runs
             // only while one is still missing.
-            let exc = self.first_exception.is_none() && text::is_exception(msg);
+            let exc = self.first_exception.is_none() && is_exc;
             let err = self.first_error.is_none() && text::is_error_level(clean);
             if (exc || err) && !cat.is_noise(clean) {
                 if exc {
@@ -157,9 +178,12 @@ impl Scanner {
         if cat.startup_complete.iter().any(|r| r.is_match(clean)) {
             self.startup_complete = Some(cand());
         }
-        if self.file_mode || stream == Stream::Server {
-            let progress = cat.graph_progress.iter().any(|r| r.is_match(clean));
-            let done = cat.graph_done.iter().any(|r| r.is_match(clean));
+        let server = self.file_mode || stream == Stream::Server;
+        let progress = server && cat.graph_progress.iter().any(|r| r.is_match(clean));
+        let done = server && cat.graph_done.iter().any(|r| r.is_match(clean));
+        let at = at.or_else(|| line_time(clean));
+        self.capture.observe(progress, done, at, cand);
+        if server {
             if self.recent_server.len() == RECENT_SERVER {
                 self.recent_server.pop_front();
             }
@@ -219,17 +243,20 @@ impl Scanner {
 
     fn diag_sig(&self, i: usize, c: &Cand) -> Diagnosis {
         let sig = &self.catalog.signatures[i];
+        let confidence = if sig.symptom {
+            confidence::SYMPTOM
+        } else if sig.category == Category::Other {
+            confidence::NAMED_FAULT
+        } else {
+            confidence::SIGNATURE
+        };
         Diagnosis {
-            category: sig.category,
-            evidence: c.raw.clone(),
-            stream: Some(c.stream),
-            line_no: Some(c.line_no),
             recipe: sig.recipe.clone(),
-            predicted: false,
+            ..self.diag_line(sig.category, c, confidence)
         }
     }
 
-    fn diag_line(&self, category: Category, c: &Cand) -> Diagnosis {
+    fn diag_line(&self, category: Category, c: &Cand, confidence: f32) -> Diagnosis {
         Diagnosis {
             category,
             evidence: c.raw.clone(),
@@ -237,6 +264,8 @@ impl Scanner {
             line_no: Some(c.line_no),
             recipe: None,
             predicted: false,
+            confidence,
+            telling: Vec::new(),
         }
     }
 
@@ -248,7 +277,18 @@ impl Scanner {
             line_no: None,
             recipe: None,
             predicted: false,
+            confidence: confidence::FACT,
+            telling: Vec::new(),
         }
+    }
+
+    /// `other` shows the lines that tell most about it.
+    fn with_telling(&self, mut d: Diagnosis) -> Diagnosis {
+        if d.category == Category::Other {
+            let first_error = self.first_error.as_ref().map(|c| c.raw.as_str());
+            d.telling = self.telling.lines(first_error, &d.evidence);
+        }
+        d
     }
 
     /// Combines the lines seen with the attempt's facts. `None` when the attempt did not
@@ -259,11 +299,14 @@ impl Scanner {
             return None;
         }
         self.decide(ctx, ctx.shows_failure())
+            .map(|d| self.with_telling(d))
     }
 
     pub(crate) fn conclude_file(&self) -> Diagnosis {
-        self.decide(&FailureContext::default(), true)
-            .expect("file mode always concludes")
+        let d = self
+            .decide(&FailureContext::default(), true)
+            .unwrap_or_else(|| Self::fact(Category::Other, "no output".into()));
+        self.with_telling(d)
     }
 
     fn decide(&self, ctx: &FailureContext, failed: bool) -> Option<Diagnosis> {
@@ -321,6 +364,17 @@ impl Scanner {
             return Some(d);
         }
 
+        // A capture that stopped making progress, whatever ended the attempt after it.
+        if self.capture.state() == CaptureState::Stalled {
+            if let Some(c) = self.capture.last() {
+                return Some(self.diag_line(
+                    Category::CudaGraphCaptureTimeout,
+                    c,
+                    confidence::TIMING,
+                ));
+            }
+        }
+
         // 3. Which stage ran out of time.
         if ctx.timed_out {
             return Some(self.timeout(ctx));
@@ -328,9 +382,19 @@ impl Scanner {
 
         // 4. Generic symptoms, unless an earlier exception explains them.
         if let Some((i, c)) = self.best(true, None) {
+            // A harness gave up on a server that was still capturing graphs.
+            if self.catalog.signatures[i].category == Category::ServerStartTimeout {
+                if let Some(cap) = self.capture_hang() {
+                    return Some(self.diag_line(
+                        Category::CudaGraphCaptureTimeout,
+                        cap,
+                        confidence::TIMING,
+                    ));
+                }
+            }
             if let Some(e) = &self.first_exception {
                 if e.line_no < c.line_no {
-                    return Some(self.diag_line(Category::Other, e));
+                    return Some(self.diag_line(Category::Other, e, confidence::EXCEPTION));
                 }
             }
             return Some(self.diag_sig(i, c));
@@ -351,18 +415,25 @@ impl Scanner {
         if !failed && self.first_exception.is_none() {
             return None;
         }
+        let guess = |d: Diagnosis| Diagnosis {
+            confidence: confidence::GUESS,
+            ..d
+        };
         if let Some(pe) = &ctx.pull_error {
-            return Some(Self::fact(Category::Other, pe.clone()));
+            return Some(guess(Self::fact(Category::Other, pe.clone())));
         }
-        if let Some(e) = self.first_exception.as_ref().or(self.first_error.as_ref()) {
-            return Some(self.diag_line(Category::Other, e));
+        if let Some(e) = &self.first_exception {
+            return Some(self.diag_line(Category::Other, e, confidence::EXCEPTION));
+        }
+        if let Some(e) = &self.first_error {
+            return Some(self.diag_line(Category::Other, e, confidence::GUESS));
         }
         if let Some(ex) = ctx.exit_description() {
-            return Some(Self::fact(Category::Other, ex));
+            return Some(guess(Self::fact(Category::Other, ex)));
         }
         Some(match &self.last_line {
-            Some(l) => self.diag_line(Category::Other, l),
-            None => Self::fact(Category::Other, "no output".into()),
+            Some(l) => self.diag_line(Category::Other, l, confidence::GUESS),
+            None => guess(Self::fact(Category::Other, "no output".into())),
         })
     }
 
@@ -403,6 +474,23 @@ impl Scanner {
         }
     }
 
+    /// The last capture line when capture was still going at the end: stalled by its own
+    /// pace, or the last thing the server printed.
+    fn capture_hang(&self) -> Option<&Cand> {
+        if self.capture.state() == CaptureState::Stalled {
+            return self.capture.last();
+        }
+        let mut capture: Option<&Cand> = None;
+        for r in &self.recent_server {
+            if r.progress {
+                capture = Some(&r.cand);
+            } else if r.done {
+                capture = None;
+            }
+        }
+        capture
+    }
+
     fn timeout(&self, ctx: &FailureContext) -> Diagnosis {
         match ctx.stage {
             Some(Stage::Benchmarking) | Some(Stage::Parsing) => {
@@ -410,6 +498,7 @@ impl Scanner {
                     Category::BenchTimeout,
                     "benchmark did not finish within its time limit".into(),
                 );
+                d.confidence = confidence::TIMING;
                 if let Some(l) = &self.last_line {
                     d.evidence = format!("{}; last line: {}", d.evidence, l.raw);
                     d.line_no = Some(l.line_no);
@@ -425,23 +514,20 @@ impl Scanner {
             ),
             _ => {
                 // Still capturing CUDA graphs when time ran out?
-                let mut capture: Option<&Cand> = None;
-                for r in &self.recent_server {
-                    if r.progress {
-                        capture = Some(&r.cand);
-                    } else if r.done {
-                        capture = None;
-                    }
-                }
-                if let Some(c) = capture {
-                    return self.diag_line(Category::CudaGraphCaptureTimeout, c);
+                if let Some(c) = self.capture_hang() {
+                    return self.diag_line(
+                        Category::CudaGraphCaptureTimeout,
+                        c,
+                        confidence::TIMING,
+                    );
                 }
                 // Said it was ready but never answered: the quiet form of #8791.
                 if ctx.serving
                     && ctx.vllm_version.as_deref().and_then(port_bug_affected) == Some(true)
                 {
                     if let Some(c) = &self.startup_complete {
-                        let mut d = self.diag_line(Category::VersionPortBug, c);
+                        let mut d =
+                            self.diag_line(Category::VersionPortBug, c, confidence::SYMPTOM);
                         d.recipe = Some(super::predict::PORT_BUG_RECIPE.into());
                         return d;
                     }
@@ -450,6 +536,7 @@ impl Scanner {
                     Category::ServerStartTimeout,
                     "server did not become healthy within the start timeout".into(),
                 );
+                d.confidence = confidence::TIMING;
                 if let Some(l) = self.recent_server.back() {
                     d.evidence = format!("{}; last server line: {}", d.evidence, l.cand.raw);
                     d.line_no = Some(l.cand.line_no);

@@ -209,6 +209,16 @@ const CASES: &[(Category, &str, &str)] = &[
         "DeprecationWarning: benchmark_serving.py is deprecated; use vllm bench serve",
     ),
     (
+        Category::NeedsBuild,
+        "the patch of agent a1 changes compiled code or the build (csrc/attention.cu); building is off (--no-build)",
+        "INFO 01-01 00:00:00 a.py:1] building the prompt list took 0.2 s",
+    ),
+    (
+        Category::ServerStartTimeout,
+        "E   RuntimeError: Server failed to start in time.",
+        "INFO 01-01 00:00:00 a.py:1] Waiting for the server to start (timeout 600 s)",
+    ),
+    (
         Category::NoMetrics,
         "Successful requests:                     0",
         "Successful requests:                     10",

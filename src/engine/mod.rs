@@ -471,6 +471,8 @@ impl Engine {
                         recipe: d.recipe,
                         reason: format!("predicted {} (vLLM {v}, serving)", d.category),
                         predicted: true,
+                        confidence: Some(d.confidence),
+                        telling: d.telling,
                     };
                     self.predicted.insert(id, finding.clone());
                     let attempt = self.state.run(id).attempt;
@@ -773,7 +775,9 @@ impl Engine {
                 }
             }
             RuntimeMsg::Log { stream, pipe, line } => {
-                a.scanner.feed(stream, &line);
+                // Arrival time lets the scanner judge capture's pace (a hang is silence).
+                let at = a.started.elapsed().as_secs_f64();
+                a.scanner.feed_at(stream, &line, Some(at));
                 let mut updates = Vec::new();
                 if stream == Stream::Bench {
                     updates = a.parser.feed_line(line.as_bytes());
@@ -948,6 +952,8 @@ impl Engine {
                 line_no: None,
                 recipe: None,
                 predicted: false,
+                confidence: diagnose::confidence::GUESS,
+                telling: vec![],
             });
         let applied = self.state.run(run).fixes.clone();
         // A crash, Ctrl-C or stop that cut attempts short spends none of the run's retries.
@@ -967,6 +973,8 @@ impl Engine {
             recipe: decision.recipe.clone().or(diagnosis.recipe.clone()),
             reason: decision.reason.clone(),
             predicted: false,
+            confidence: Some(diagnosis.confidence),
+            telling: diagnosis.telling.clone(),
         };
         self.emit(Event::Diagnosed {
             run,

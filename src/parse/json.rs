@@ -222,6 +222,11 @@ fn serving_key(k: &str) -> Option<String> {
         "e2el_including_client_queue" => "e2el_incl_client_queue",
         m => m,
     };
+    // The 50th percentile is the median, as in printed output.
+    let stat = match stat {
+        "p50" | "p50.0" => "median",
+        s => s,
+    };
     Some(format!("{}_{}_ms", metric, slug(stat)))
 }
 

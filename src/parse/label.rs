@@ -118,8 +118,14 @@ pub(crate) fn split(text: &str) -> Option<LabelValue> {
     if text.len() > MAX_TEXT {
         return None;
     }
-    if text.starts_with('|') {
-        return split_row(text);
+    // A markdown table row, maybe behind a line prefix: its cells start at the first pipe.
+    // Otherwise a pipe is a prefix's column separator (`svc  | `, a quoted CI log's `| `).
+    if text.ends_with('|') && text.bytes().filter(|&b| b == b'|').count() >= 3 {
+        if let Some(at) = text.find('|') {
+            if let Some(row) = split_row(&text[at..]) {
+                return Some(row);
+            }
+        }
     }
     let c = colon_re().captures(text)?;
     let value = parse_num(&c["num"])?;
@@ -158,41 +164,70 @@ fn split_row(text: &str) -> Option<LabelValue> {
     })
 }
 
+/// True for a word that belongs to a line prefix rather than to a label: anything with a
+/// digit or punctuation in it (`a.py:12`, `[rank0]:`, `07-08`, `|`), a logging level
+/// (`INFO`, `warning`), or a one-letter marker (pytest's `E`, glog's level letter). Label
+/// words are plain words (`Mean`, `Successful`); a few carry a digit (`P99.9`, `E2EL`),
+/// which is harmless because the whole label is always tried before its suffixes.
+pub(crate) fn is_prefix_word(word: &str) -> bool {
+    const LEVELS: &[&str] = &[
+        "trace", "debug", "info", "notice", "warn", "warning", "error", "critical", "fatal",
+    ];
+    word.chars().count() == 1
+        || word.bytes().any(|b| !b.is_ascii_alphabetic())
+        || LEVELS.iter().any(|l| word.eq_ignore_ascii_case(l))
+}
+
 /// Start offsets of the label's possible suffixes, leftmost first: the whole label, then
-/// every word that follows a separator (`12:00:00 | Successful requests`, `[bench]
-/// Mean TTFT`) or a word without letters (`21:59:25 Successful requests`). A word after
-/// a word with letters never starts a suffix, so `avg prompt throughput` never becomes
-/// `throughput`.
+/// every word where [`after_prefix`] holds. A word after a plain word never starts a
+/// suffix, so `avg prompt throughput` never becomes `prompt throughput`.
 pub(crate) fn suffix_starts(label: &str) -> impl Iterator<Item = usize> + '_ {
     let b = label.as_bytes();
-    (0..b.len()).filter(move |&i| {
-        if !b[i].is_ascii_alphanumeric() {
-            return false;
-        }
-        if i == 0 {
-            return true;
-        }
-        if b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'.' || b[i - 1] == b'-' {
-            return false;
-        }
-        // The previous word: skip spaces back, then take the run of visible bytes.
-        let end = b[..i]
-            .iter()
-            .rposition(|c| !c.is_ascii_whitespace())
-            .map_or(0, |p| p + 1);
-        if end == 0 {
-            return true;
-        }
-        let last = b[end - 1];
-        if !last.is_ascii_alphanumeric() && last != b')' && last != b'.' {
-            return true;
-        }
-        let start = b[..end]
-            .iter()
-            .rposition(|c| c.is_ascii_whitespace())
-            .map_or(0, |p| p + 1);
-        !b[start..end].iter().any(u8::is_ascii_alphabetic)
-    })
+    (0..b.len()).filter(move |&i| b[i].is_ascii_alphanumeric() && after_prefix(b, i))
+}
+
+/// True when a word starting at byte `i` of `b` may start a label, with whatever is before
+/// it being a line prefix: the start of the text, a separator inside a token
+/// (`info:root:successful`, `[rank0]:mean`), or a preceding word that [`is_prefix_word`]
+/// (`12:00:00 | successful requests`, `info bench:x.py:12 mean ttft`).
+pub(crate) fn after_prefix(b: &[u8], i: usize) -> bool {
+    if i == 0 {
+        return true;
+    }
+    let Some(&prev) = b.get(i - 1) else {
+        return false;
+    };
+    if prev >= 0x80 {
+        // A glued non-ASCII character: a separator (`│`, `▶`) unless it is a letter.
+        let before = std::str::from_utf8(&b[..i]).ok();
+        return before
+            .and_then(|s| s.chars().next_back())
+            .is_some_and(|c| !c.is_alphanumeric());
+    }
+    if prev.is_ascii_alphanumeric() || prev == b'.' || prev == b'-' {
+        return false;
+    }
+    if !prev.is_ascii_whitespace() {
+        // Glued to a separator, but not inside a unit parenthesis (`(excl. 1st token)`).
+        return prev != b'(';
+    }
+    // The previous word: skip spaces back, then take the run of visible bytes.
+    let end = b[..i]
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(0, |p| p + 1);
+    if end == 0 {
+        return true;
+    }
+    let start = b[..end]
+        .iter()
+        .rposition(|c| c.is_ascii_whitespace())
+        .map_or(0, |p| p + 1);
+    // Words inside a parenthesis that closes later belong to the label: `(excl. 1st token)`.
+    let opens = b[..end].iter().filter(|&&c| c == b'(').count();
+    let closes = b[..end].iter().filter(|&&c| c == b')').count();
+    let inside = opens > closes && b[i..].contains(&b')');
+    !inside && std::str::from_utf8(&b[start..end]).is_ok_and(is_prefix_word)
 }
 
 /// What a value must be multiplied by to be in the unit its key names.
@@ -291,9 +326,23 @@ mod tests {
         let l = "engine 000: avg prompt throughput";
         let s: Vec<&str> = suffix_starts(l).map(|i| &l[i..]).collect();
         assert_eq!(s, vec![l, "avg prompt throughput"]);
+        // The whole label always comes first, so a known label wins over its suffixes.
         let l = "p99.9 ttft";
         let s: Vec<&str> = suffix_starts(l).map(|i| &l[i..]).collect();
+        assert_eq!(s.first(), Some(&l));
+        let l = "time per output token (excl. 1st token)";
+        let s: Vec<&str> = suffix_starts(l).map(|i| &l[i..]).collect();
         assert_eq!(s, vec![l]);
+        for l in [
+            "info bench:bench.py:812 mean ttft",
+            "e mean ttft",
+            "warning:root:mean ttft",
+            "[rank0]:mean ttft",
+            "2024-07-08 20:49:31,123 - bench - info - mean ttft",
+        ] {
+            let s: Vec<&str> = suffix_starts(l).map(|i| &l[i..]).collect();
+            assert!(s.contains(&"mean ttft"), "{l}: {s:?}");
+        }
         let l = "2024/07/08 21:59:25 successful requests";
         let s: Vec<&str> = suffix_starts(l).map(|i| &l[i..]).collect();
         assert!(s.contains(&"successful requests"));

@@ -23,6 +23,7 @@ mod label;
 mod line;
 mod offline;
 mod prefilter;
+mod prefix;
 mod serving;
 mod sglang;
 mod version;
@@ -141,6 +142,8 @@ struct Block {
     noise: u32,
     /// Some line had its unit in the label (v0.4+ layout).
     padded: bool,
+    /// The prefix the header line carried (empty for other frames).
+    learned: prefix::Learned,
 }
 
 /// A header block that sees this many foreign lines in a row was cut off.
@@ -348,6 +351,10 @@ impl StreamParser {
         if let Some(kind) = serving::header_kind(text) {
             self.close();
             self.open(kind, Frame::Header, out);
+            let before = serving::split_frame(text, '=').0;
+            if let Some(b) = self.block.as_mut() {
+                b.learned = prefix::Learned::from_prefix(before, c.log_record);
+            }
             return;
         }
         if let Some(frame) = self.block.as_ref().map(|b| b.frame) {
@@ -405,8 +412,16 @@ impl StreamParser {
             self.offline(off, out);
             return true;
         }
-        if let Some(lv) = label::split(text) {
-            let generic = frame == Frame::Header && !c.log_record;
+        // Behind the header's own prefix shape, the line is the label as printed; another
+        // prefix (a server log interleaved) only gets known labels.
+        let (body, generic) = match self.block.as_ref() {
+            Some(b) if frame == Frame::Header => match b.learned.strip(text) {
+                Some(body) => (body, c.log_record == b.learned.log_record),
+                None => (text, false),
+            },
+            _ => (text, false),
+        };
+        if let Some(lv) = label::split(body) {
             if let Some(m) = serving::map(&lv, generic) {
                 self.set_mapped(m.key, m.value, lv.unit_in_label, out);
                 if let Some(b) = self.block.as_mut() {
@@ -490,6 +505,7 @@ impl StreamParser {
             complete: false,
             noise: 0,
             padded: false,
+            learned: prefix::Learned::default(),
         });
         if kind == Kind::Serving {
             for (k, v) in std::mem::take(&mut self.ctx) {

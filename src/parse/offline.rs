@@ -1,8 +1,8 @@
 //! Offline benchmarks: throughput, latency and prefix caching. Their results are single
 //! lines among engine logs, not framed blocks, so each shape is matched on its own.
 
-use super::label::{parse_num, slug};
-use regex::Regex;
+use super::label::{after_prefix, parse_num, slug};
+use regex::{Captures, Regex};
 use std::sync::OnceLock;
 
 /// One recognised offline result line.
@@ -26,10 +26,6 @@ pub(crate) enum Offline {
 
 const NUM: &str =
     r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:e[-+]?\d+)?|[-+]?\.\d+(?:e[-+]?\d+)?";
-/// Start of line, a separator (`Before: `, `] `, `| `), or a number-like word
-/// (`21:59:25 `) — never a preceding word with letters.
-const B: &str = r"(?:^|[^a-z0-9\s).,]\s*|(?:^|\s)[0-9:.,/\-]+\s+)";
-
 struct Res {
     throughput: Regex,
     item: Regex,
@@ -45,25 +41,42 @@ fn res() -> &'static Res {
     R.get_or_init(|| {
         let re = |s: String| Regex::new(&s).expect("offline regex");
         Res {
-            throughput: re(format!(r"{B}throughput:\s*(?P<rest>.*)$")),
+            throughput: re(r"throughput:\s*(?P<rest>.*)$".to_string()),
             item: re(format!(
                 r"^(?P<num>{NUM})\s*(?P<unit>requests/s|req/s|(?:(?P<which>total|output|input|prompt)\s+)?(?:tokens|tok|toks)/s)$"
             )),
             total_num: re(format!(
-                r"{B}total num (?P<which>prompt|input|output) tokens\s*:\s*(?P<num>{NUM})$"
+                r"total num (?P<which>prompt|input|output) tokens\s*:\s*(?P<num>{NUM})$"
             )),
             avg: re(format!(
-                r"{B}avg latency\s*:\s*(?P<num>{NUM})\s*(?P<unit>seconds|secs|sec|s|ms)?$"
+                r"avg latency\s*:\s*(?P<num>{NUM})\s*(?P<unit>seconds|secs|sec|s|ms)?$"
             )),
             pct: re(format!(
-                r"{B}(?P<p>\d+(?:\.\d+)?)\s*% percentile latency\s*:\s*(?P<num>{NUM})\s*(?P<unit>seconds|secs|sec|s|ms)?$"
+                r"(?P<p>\d+(?:\.\d+)?)\s*% percentile latency\s*:\s*(?P<num>{NUM})\s*(?P<unit>seconds|secs|sec|s|ms)?$"
             )),
-            cost: re(format!(r"{B}cost time\s*[:=]?\s*(?P<num>{NUM})\s*(?:seconds|s)?$")),
+            cost: re(format!(r"cost time\s*[:=]?\s*(?P<num>{NUM})\s*(?:seconds|s)?$")),
             speeds: re(format!(
                 r"est\. speed input:\s*(?P<i>{NUM})\s*toks/s,\s*output:\s*(?P<o>{NUM})\s*toks/s"
             )),
         }
     })
+}
+
+/// The first match of `re` in `text` that starts where a label may start: anything before
+/// it is a line prefix of any shape, never a word of another label (`avg prompt
+/// throughput:` is not `throughput:`).
+fn captures_after_prefix<'t>(re: &Regex, text: &'t str) -> Option<Captures<'t>> {
+    let mut from = 0;
+    while from <= text.len() {
+        let c = re.captures_at(text, from)?;
+        let start = c.get(0)?.start();
+        if after_prefix(text.as_bytes(), start) {
+            return Some(c);
+        }
+        // Next char boundary after this start.
+        from = start + text[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    None
 }
 
 fn secs(num: &str, unit: Option<&str>) -> Option<f64> {
@@ -79,25 +92,25 @@ pub(crate) fn match_line(text: &str) -> Option<Offline> {
     let lower = text.to_ascii_lowercase();
     let r = res();
     if lower.contains("throughput:") {
-        if let Some(c) = r.throughput.captures(&lower) {
+        if let Some(c) = captures_after_prefix(&r.throughput, &lower) {
             return throughput_items(c.name("rest")?.as_str());
         }
     }
     if lower.contains("latency") {
-        if let Some(c) = r.avg.captures(&lower) {
+        if let Some(c) = captures_after_prefix(&r.avg, &lower) {
             return Some(Offline::AvgLatency(secs(
                 &c["num"],
                 c.name("unit").map(|m| m.as_str()),
             )?));
         }
-        if let Some(c) = r.pct.captures(&lower) {
+        if let Some(c) = captures_after_prefix(&r.pct, &lower) {
             let key = format!("latency_p{}_s", slug(&c["p"]));
             let v = secs(&c["num"], c.name("unit").map(|m| m.as_str()))?;
             return Some(Offline::Percentile(key, v));
         }
     }
     if lower.contains("total num ") {
-        if let Some(c) = r.total_num.captures(&lower) {
+        if let Some(c) = captures_after_prefix(&r.total_num, &lower) {
             let key = if &c["which"] == "output" {
                 "total_output_tokens"
             } else {
@@ -107,7 +120,7 @@ pub(crate) fn match_line(text: &str) -> Option<Offline> {
         }
     }
     if lower.contains("cost time") {
-        if let Some(c) = r.cost.captures(&lower) {
+        if let Some(c) = captures_after_prefix(&r.cost, &lower) {
             return Some(Offline::CostTime(parse_num(&c["num"])?));
         }
     }

@@ -7,20 +7,23 @@ use std::sync::OnceLock;
 
 /// Fragments of result lines, matched case-sensitively by a SIMD (Teddy) searcher. Each
 /// drops the first letter of its word so `Total`/`total`, `Latency`/`latency` both hit;
-/// abbreviations are listed in both cases. Every label that can open a block or carry a
+/// abbreviations are listed in both cases. Teddy checks every place where a fragment's
+/// first three bytes occur, so no fragment starts with bytes every server line has
+/// (`ver` of `APIServer`, `equ` of `request`, `ile` of `file`): those cost a check per line. Every label that can open a block or carry a
 /// result outside one contains one of these (section titles such as `Time to First
 /// Token` only occur inside a block, where every line is read). At most 32 fragments keep
 /// the searcher on its fastest (slim) path.
 pub(crate) const RESULT_NEEDLES: &[&str] = &[
-    "enchmark",       // `Benchmark Result` header, `Benchmark duration`
-    "hroughput",      // `Throughput:`, `Request throughput`, `… token throughput`
-    "vg latency",     // latency benchmark `Avg latency`
-    "ile latency",    // `N% percentile latency`
-    "verage latency", // pre-2024 serving `Average latency`
-    "uccessful",      // `Successful requests`
-    "otal time",      // pre-2024 `Total time`
+    "enchmark",      // `Benchmark Result` header, `Benchmark duration`
+    "hroughput",     // `Throughput:`, `Request throughput`, `… token throughput`
+    "vg latency",    // latency benchmark `Avg latency`
+    "ntile latency", // `N% percentile latency`
+    "rage latency",  // pre-2024 serving `Average latency`
+    "uccessful",     // `Successful requests`
+    "otal time",     // pre-2024 `Total time`
     "otal Time",
-    "ost time",  // prefix caching `cost time`
+    "cost time", // prefix caching `cost time`
+    "Cost time",
     "st. speed", // `Processed prompts` bar speeds
     "TTFT",
     "ttft",
@@ -32,10 +35,10 @@ pub(crate) const RESULT_NEEDLES: &[&str] = &[
     "e2e",
     "ueue time",
     "ueue Time",
-    "otal num",    // `Total num prompt tokens`
-    "oncurrency",  // `Maximum request concurrency`
-    "equest rate", // `Traffic request rate`, `Request rate configured`
-    "equest Rate",
+    "otal num",   // `Total num prompt tokens`
+    "oncurrency", // `Maximum request concurrency`
+    " rate:",     // `Traffic request rate:`, `Request rate:`
+    " Rate:",
     "urstiness",
 ];
 

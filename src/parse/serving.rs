@@ -161,7 +161,12 @@ fn stat_part(word: &str) -> Option<Cow<'static, str>> {
                 Some((int, frac)) if frac.bytes().all(|b| b == b'0') => int,
                 _ => p,
             };
-            Cow::Owned(slug(p))
+            // The 50th percentile is the median, whichever way a version prints it.
+            if p == "p50" {
+                Cow::Borrowed("median")
+            } else {
+                Cow::Owned(slug(p))
+            }
         }
         _ => return None,
     })
@@ -258,22 +263,27 @@ fn fallback(lv: &LabelValue) -> Option<Mapped> {
     })
 }
 
-/// Drops a prefix no rule in `line` knows (`2024/07/08 21:59:25 `) in front of a frame
-/// line that starts with `rule` (`=` or `-`): any text without letters, or text that ends
-/// in a separator.
-fn frame_text(text: &str, rule: char) -> &str {
+/// Splits a frame line that starts with `rule` (`=` or `-`) into whatever came before it
+/// (a prefix of any shape: `2024/07/08 21:59:25 `, `INFO bench:x.py:9 `, `E   `) and the
+/// frame itself. The rule must start a token, so `a==b` is not a frame.
+pub(crate) fn split_frame(text: &str, rule: char) -> (&str, &str) {
     let pat = if rule == '=' { "==" } else { "---" };
     let Some(at) = text.find(pat) else {
-        return text;
+        return ("", text);
     };
-    let prefix = text[..at].trim_end();
-    let ok = !prefix.bytes().any(|b| b.is_ascii_alphabetic())
-        || prefix.ends_with(['|', ']', ':', '>', ')']);
-    if ok {
-        &text[at..]
+    let glued = text[..at]
+        .chars()
+        .next_back()
+        .is_some_and(|c| c.is_alphanumeric());
+    if glued {
+        ("", text)
     } else {
-        text
+        text.split_at(at)
     }
+}
+
+fn frame_text(text: &str, rule: char) -> &str {
+    split_frame(text, rule).1
 }
 
 /// `===== Serving Benchmark Result =====` (and sglang's offline variant) → the block kind.

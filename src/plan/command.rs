@@ -195,8 +195,23 @@ impl CommandView {
                     .map_err(|_| format!("{} value `{v}` is not a whole number", names[0])),
             }
         };
-        let tp = parse_n(&["--tensor-parallel-size", "-tp", "--tp", "--tp-size"]).unwrap_or(1);
-        let pp = parse_n(&["--pipeline-parallel-size", "-pp", "--pp", "--pp-size"]).unwrap_or(1);
+        let tp_names = ["--tensor-parallel-size", "-tp", "--tp", "--tp-size"];
+        let pp_names = ["--pipeline-parallel-size", "-pp", "--pp", "--pp-size"];
+        let tp = parse_n(&tp_names).unwrap_or(1);
+        let pp = parse_n(&pp_names).unwrap_or(1);
+        // A size of 0 is not a placeholder to fill in later: no image can run it.
+        for (n, names) in [(tp, &tp_names), (pp, &pp_names)] {
+            if n == 0 {
+                let flag = flags
+                    .iter()
+                    .rev()
+                    .find(|f| names.contains(&f.name.as_str()))
+                    .map_or(names[0], |f| f.name.as_str());
+                return Err(format!(
+                    "`{flag} 0` cannot run: a parallel size is at least 1"
+                ));
+            }
+        }
         Ok(CommandView {
             env,
             launcher,

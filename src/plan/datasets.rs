@@ -4,9 +4,12 @@
 use super::{Builder, SourceFile};
 use crate::diagnose::predict::PyVersion;
 use crate::plan::{BenchKind, CommandView};
+use crate::rewrite::flags::FlagSet;
 use crate::rewrite::{self, Facts, Invocation, Refusal};
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 pub const DATASET_HINT: &str =
     "`nightshift prefetch PLAN` downloads ShareGPT; or set its path under [datasets]";
@@ -56,6 +59,34 @@ impl Builder {
 }
 
 /// The invocation the era tables predict for a commit's command.
+/// The era tables for `(kind, version)`, built once per pair: a plan of thousands of
+/// commits names a handful of versions, and building the tables is most of what checking
+/// one commit costs.
+fn era_tables(
+    kind: BenchKind,
+    raw_version: Option<&str>,
+    version: Option<&PyVersion>,
+) -> Rc<(FlagSet, FlagSet)> {
+    type Key = (BenchKind, Option<String>);
+    thread_local! {
+        static MEMO: RefCell<HashMap<Key, Rc<(FlagSet, FlagSet)>>> = RefCell::new(HashMap::new());
+    }
+    let key = (kind, raw_version.map(str::to_string));
+    MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        if let Some(t) = m.get(&key) {
+            return Rc::clone(t);
+        }
+        // Plans name few versions; the bound only guards against a pathological one.
+        if m.len() >= 256 {
+            m.clear();
+        }
+        let t = Rc::new(rewrite::tables(kind, version));
+        m.insert(key, Rc::clone(&t));
+        t
+    })
+}
+
 pub fn static_invocation(
     view: &CommandView,
     mode: Option<BenchKind>,
@@ -65,7 +96,7 @@ pub fn static_invocation(
 ) -> Result<Invocation, Refusal> {
     let version = vllm_version.and_then(PyVersion::parse);
     let kind = view.kind.or(mode).unwrap_or(BenchKind::Serving);
-    let tables = rewrite::tables(kind, version.as_ref());
+    let tables = era_tables(kind, vllm_version, version.as_ref());
     let facts = Facts::from_tables(
         view.kind.or(mode),
         version.as_ref(),

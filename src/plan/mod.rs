@@ -100,6 +100,11 @@ pub struct Defaults {
     pub timeout_s_by_gpus: BTreeMap<u32, u64>,
     pub repeats: u32,
     pub variants: Vec<String>,
+    /// `variants` was written in the plan (not the built-in default).
+    #[serde(skip)]
+    pub variants_explicit: bool,
+    #[serde(skip)]
+    pub variants_loc: Option<Loc>,
     pub on_invalid: OnInvalid,
     pub vllm_src: Option<String>,
     pub fetch_weights: bool,
@@ -294,6 +299,15 @@ impl Plan {
         }
         let mut datasets = box_defaults.datasets.clone();
         datasets.extend(b.datasets(&raw, &src, base));
+        if raw.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
+            b.error(
+                src.field_loc(&(0..src.text.len()), "name"),
+                None,
+                "name",
+                "name is empty (expected the sweep's name, or no `name` to use the file name)"
+                    .into(),
+            );
+        }
         let images = b.images(&raw, &src);
         let agents: Vec<Agent> = raw
             .agents
@@ -463,6 +477,11 @@ impl Plan {
         &self.commits[run.commit]
     }
 
+    /// Some run would run (not every one is skipped, and there is one).
+    pub fn runnable(&self) -> bool {
+        self.runs.iter().any(|r| r.skip_reason.is_none())
+    }
+
     /// GPUs needed by the largest runnable run.
     pub fn max_gpus(&self) -> u32 {
         self.runs
@@ -598,6 +617,14 @@ impl Builder {
                 );
             }
         }
+        if d.gpu_count == Some(0) {
+            self.error(
+                src.field_loc(&whole, "gpu_count"),
+                None,
+                "gpu_count",
+                "gpu_count = 0 cannot run anything (expected 1 or more)".into(),
+            );
+        }
         if d.repeats == Some(0) {
             self.error(
                 src.field_loc(&whole, "repeats"),
@@ -616,6 +643,11 @@ impl Builder {
             run_timeout_s: d.run_timeout_s.unwrap_or(3600),
             timeout_s_by_gpus: by_gpus,
             repeats: d.repeats.unwrap_or(1).max(1),
+            variants_explicit: d.variants.is_some(),
+            variants_loc: d
+                .variants
+                .as_ref()
+                .and_then(|_| src.field_loc(&whole, "variants")),
             variants,
             on_invalid: d.on_invalid.unwrap_or_default(),
             vllm_src: d.vllm_src.clone(),
@@ -975,22 +1007,30 @@ impl Builder {
                 );
             }
         }
+        // A parent may match commits that extend it (a contiguous run of the sorted list
+        // from where it would sort) and commits it extends (its own prefixes, looked up
+        // one length at a time): logarithmic per commit, where a scan of every commit
+        // made large plans quadratic.
+        let hashes: Vec<&str> = sorted.iter().map(|c| c.commit.as_str()).collect();
         for c in commits {
             if let Some(p) = &c.parent {
-                let matches: Vec<&&CommitSpec> = sorted
+                let from = hashes.partition_point(|h| *h < p.as_str());
+                let longer = hashes[from..]
                     .iter()
-                    .filter(|o| {
-                        o.commit.starts_with(p.as_str()) || p.starts_with(o.commit.as_str())
-                    })
-                    .collect();
-                if matches.len() > 1 {
+                    .take_while(|h| h.starts_with(p.as_str()))
+                    .count();
+                let shorter = (1..p.len())
+                    .filter(|&n| p.is_char_boundary(n))
+                    .filter(|&n| hashes.binary_search(&&p[..n]).is_ok())
+                    .count();
+                let matches = longer + shorter;
+                if matches > 1 {
                     self.error(
                         c.loc.clone(),
                         Some(&c.commit),
                         "hash",
                         format!(
-                            "parent `{p}` is ambiguous: it matches {} commits of the plan",
-                            matches.len()
+                            "parent `{p}` is ambiguous: it matches {matches} commits of the plan"
                         ),
                     );
                 }
@@ -1009,24 +1049,51 @@ impl Builder {
         let mut runs = Vec::new();
         let mut short_commit_template = 0usize;
         // Keyed as CommitSpec keys them (lower case): an upper-case hash keeps its settings.
-        let by_commit: BTreeMap<String, &RawCommit> = raw
+        let by_commit: BTreeMap<String, (&RawCommit, &FieldLocator)> = raw
             .iter()
-            .filter_map(|(rc, _, _)| {
+            .filter_map(|(rc, _, fl)| {
                 rc.commit
                     .as_deref()
-                    .map(|c| (c.trim().to_ascii_lowercase(), rc))
+                    .map(|c| (c.trim().to_ascii_lowercase(), (rc, fl)))
             })
             .collect();
+        // The built-in default lists `agent`; only a list the operator wrote is wrong to
+        // name it when there is no agent.
+        if agents.is_empty()
+            && defaults.variants_explicit
+            && defaults.variants.iter().any(|v| v == "agent")
+        {
+            self.error(
+                defaults.variants_loc.clone(),
+                None,
+                "variants",
+                "variant `agent` but the plan has no [[agents]] to run it with".into(),
+            );
+        }
         for (ci, c) in commits.iter().enumerate() {
-            let rc = by_commit.get(&c.commit).copied();
-            let selectors = rc
-                .and_then(|r| r.variants.clone())
-                .unwrap_or_else(|| defaults.variants.clone());
+            let (rc, fl) = match by_commit.get(&c.commit) {
+                Some((rc, fl)) => (Some(*rc), Some(*fl)),
+                None => (None, None),
+            };
+            let own = rc.and_then(|r| r.variants.clone());
+            // A commit's own list naming `agent` without agents (the defaults' list is
+            // checked once, above).
+            let explicit = own.is_some();
+            let variants_loc = fl.and_then(|fl| fl.loc("variants")).or(c.loc.clone());
+            let selectors = own.unwrap_or_else(|| defaults.variants.clone());
             let mut variants: Vec<Variant> = Vec::new();
             for s in &selectors {
                 match s.as_str() {
                     "baseline" => variants.push(Variant::Baseline),
                     "human" => variants.push(Variant::Human),
+                    "agent" if agents.is_empty() && explicit => {
+                        self.error(
+                            variants_loc.clone(),
+                            Some(&c.commit),
+                            "variants",
+                            "variant `agent` but the plan has no [[agents]] to run it with".into(),
+                        );
+                    }
                     "agent" => variants.extend(agents.iter().map(|a| Variant::Agent(a.id.clone()))),
                     other => {
                         if let Some(id) = other.strip_prefix("agent:") {

@@ -120,7 +120,16 @@ pub fn check_summary(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
             }
         }
     }
-    writeln!(out, "\nrunnable: yes")?;
+    if !plan.runnable() {
+        // Every run is skipped (invalid commits, skip = true) or there is none.
+        writeln!(
+            out,
+            "\nrunnable: no ({} runs, every one skipped; `plan show` says why)",
+            plan.runs.len()
+        )?;
+    } else {
+        writeln!(out, "\nrunnable: yes")?;
+    }
     Ok(())
 }
 

@@ -91,6 +91,12 @@ pub fn render(docs: &[&RunDoc]) -> String {
                     f.category, f.action, f.reason
                 );
                 let _ = writeln!(o, "      evidence: {}", f.evidence.replace('\n', " "));
+                if let Some(c) = f.confidence {
+                    let _ = writeln!(o, "      confidence: {:.0}%", c * 100.0);
+                }
+                for l in &f.telling {
+                    let _ = writeln!(o, "      also: {}", l.replace('\n', " "));
+                }
             }
             for f in &a.fixes {
                 let _ = writeln!(o, "    fix       {f}");

@@ -161,6 +161,8 @@ pub fn scene() -> App {
                 recipe: Some("aimv2-exist-ok".into()),
                 reason: "aimv2_conflict".into(),
                 predicted: false,
+                confidence: Some(0.9),
+                telling: vec![],
             },
         },
     );

@@ -131,6 +131,13 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             fit(&format!("evidence: {}", fd.evidence.replace('\n', " ")), w),
             t.error(),
         )));
+        // Nothing explained it: the lines an operator would look for first.
+        for l in &fd.telling {
+            lines.push(Line::from(Span::styled(
+                fit(&format!("  also: {}", l.replace('\n', " ")), w),
+                t.dim(),
+            )));
+        }
     } else if let Some(d) = &r.detail {
         lines.push(Line::from(Span::styled(fit(d, w), t.dim())));
     }

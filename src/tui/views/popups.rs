@@ -144,6 +144,12 @@ fn detail(f: &mut Frame, app: &App, area: Rect, run: crate::model::RunId) {
     if let Some(fd) = &r.finding {
         lines.push(kv("diagnosis", format!("{} → {}", fd.category, fd.action)));
         lines.push(kv("evidence", fd.evidence.replace('\n', " ")));
+        if let Some(c) = fd.confidence {
+            lines.push(kv("confidence", format!("{:.0}%", c * 100.0)));
+        }
+        for l in &fd.telling {
+            lines.push(kv("also", l.replace('\n', " ")));
+        }
         if let Some(rc) = &fd.recipe {
             lines.push(kv("recipe", rc.clone()));
         }
