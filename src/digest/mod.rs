@@ -70,7 +70,14 @@ fn deciding_line(d: &RunDoc) -> String {
             .find(|f| Some(f.category) == cat)
             .or(a.findings.last())
     })
-    .map(|f| f.evidence.trim().to_string())
+    .map(|f| {
+        // A failure left as `other` is shown by its most telling lines instead.
+        if f.category == crate::category::Category::Other && !f.telling.is_empty() {
+            f.telling.join(" / ")
+        } else {
+            f.evidence.trim().to_string()
+        }
+    })
     .filter(|e| !e.is_empty())
     .or_else(|| a.and_then(|a| a.detail.clone()))
     .unwrap_or_else(|| "(no deciding line recorded)".into())

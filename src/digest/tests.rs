@@ -47,6 +47,8 @@ fn doc(commit: &str, variant: Variant, end: RunState, tput: Option<f64>) -> RunD
                     recipe: None,
                     reason: format!("{c}: needs a decision"),
                     predicted: false,
+                    confidence: Some(0.9),
+                    telling: vec![],
                 }]
             })
             .unwrap_or_default(),
