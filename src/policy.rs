@@ -119,9 +119,7 @@ impl Policy {
         match c {
             Aimv2Conflict | NumpyAbi | LogitsWarperImport | PyairportsMissing | FaUtilsMissing => {
                 match self.recipes.for_category(c) {
-                    Some(r)
-                        if !r.changes_measurement || self.cfg.allow_measurement_changing_fixes =>
-                    {
+                    Some(r) if r.automatic(self.cfg.allow_measurement_changing_fixes) => {
                         Action::AutoFix
                     }
                     _ => Action::Operator,
@@ -261,7 +259,14 @@ impl Policy {
                     recipe: Some(r.name.clone()),
                     retry_after: None,
                     pause_sweep: None,
-                    reason: format!("{what} — applying fix {}, then retry", r.name),
+                    reason: if r.scope == crate::diagnose::recipe::RecipeScope::Commit {
+                        format!(
+                            "{what} — applying fix {} to every variant of the commit, then retry",
+                            r.name
+                        )
+                    } else {
+                        format!("{what} — applying fix {}, then retry", r.name)
+                    },
                 },
                 Some(r) => operator(None, again(r)),
                 None => operator(
@@ -466,9 +471,10 @@ mod tests {
             (VersionPortBug, Action::Operator),
             (Aimv2Conflict, Action::AutoFix),
             (FaUtilsMissing, Action::AutoFix),
-            (NumpyAbi, Action::Operator),
-            (LogitsWarperImport, Action::Operator),
-            (PyairportsMissing, Action::Operator),
+            // Environment workarounds: applied to every variant of the commit alike.
+            (NumpyAbi, Action::AutoFix),
+            (LogitsWarperImport, Action::AutoFix),
+            (PyairportsMissing, Action::AutoFix),
             (CudaOom, Action::Retry),
             (CudaGraphCaptureTimeout, Action::Retry),
             (ServerStartTimeout, Action::Retry),
@@ -520,21 +526,39 @@ mod tests {
 
     #[test]
     fn measurement_changing_fixes_are_offered_not_applied() {
+        // Environment workarounds go to every variant of the commit without asking.
         let mut p = policy(PolicyConfig::default());
         let d = p.decide(&diag(Category::NumpyAbi), 1, &[]);
-        assert_eq!(d.action, Action::Operator);
+        assert_eq!(d.action, Action::AutoFix);
         assert_eq!(d.recipe.as_deref(), Some("numpy-lt-2"));
+        assert!(
+            d.reason.contains("to every variant of the commit"),
+            "{}",
+            d.reason
+        );
+        // The same fix on one run's image only would make the comparison unfair: offered.
+        let book = RecipeBook::builtin()
+            .with_overrides(
+                "[[recipe]]\nname = \"numpy-lt-2\"\nfixes = [\"numpy_abi\"]\nchanges_measurement = true\nscope = \"run\"\nenvironment_workaround = true\n",
+                "ops.toml",
+            )
+            .unwrap();
+        let mut p = Policy::new(PolicyConfig::default(), Arc::new(book.clone()));
+        let d = p.decide(&diag(Category::NumpyAbi), 1, &[]);
+        assert_eq!(d.action, Action::Operator);
         assert!(
             d.reason
                 .contains("press f to apply fix numpy-lt-2 (may change what is measured)"),
             "{}",
             d.reason
         );
-
-        let mut p = policy(PolicyConfig {
-            allow_measurement_changing_fixes: true,
-            ..Default::default()
-        });
+        let mut p = Policy::new(
+            PolicyConfig {
+                allow_measurement_changing_fixes: true,
+                ..Default::default()
+            },
+            Arc::new(book),
+        );
         let d = p.decide(&diag(Category::NumpyAbi), 1, &[]);
         assert_eq!(d.action, Action::AutoFix);
     }

@@ -236,6 +236,21 @@ async fn aimv2_is_fixed_automatically_and_the_fix_is_recorded() {
 }
 
 #[tokio::test]
+async fn an_environment_workaround_goes_to_every_variant_of_the_commit() {
+    // Only the human variant trips over NumPy 2; numpy<2 may change what is measured, so
+    // the baseline gets it too (re-run if it had already ended), with nobody asked.
+    let p = plan(&[(
+        SERVE,
+        "sim = { fail = \"numpy_abi\", variants = [\"human\"] }",
+    )]);
+    let (s, st, _) = drive(p, 1, false, |_, _| {}).await;
+    assert_eq!((s.counts.success, s.counts.held), (2, 0), "{s:?}");
+    for r in &st.runs {
+        assert_eq!(r.fixes, vec!["numpy-lt-2".to_string()], "{r:?}");
+    }
+}
+
+#[tokio::test]
 async fn port_bug_is_predicted_from_the_version_and_skipped_with_one_command() {
     let p = plan(&[
         (SERVE, "vllm_version = \"0.6.4.post2.dev375+gd263bd9d\""),

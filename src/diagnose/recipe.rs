@@ -67,6 +67,21 @@ pub struct Recipe {
     pub env: BTreeMap<String, String>,
     #[serde(default)]
     pub scope: RecipeScope,
+    /// An environment workaround (a pinned library, an env var), not a change to vLLM:
+    /// with `scope = "commit"` it is applied automatically to every variant of the commit,
+    /// so the comparison stays fair even though it may change what is measured.
+    #[serde(default)]
+    pub environment_workaround: bool,
+}
+
+impl Recipe {
+    /// Applied without asking: it cannot change what is measured, or it is an environment
+    /// workaround that every variant of the commit gets alike.
+    pub fn automatic(&self, allow_measurement_changing: bool) -> bool {
+        !self.changes_measurement
+            || allow_measurement_changing
+            || (self.environment_workaround && self.scope == RecipeScope::Commit)
+    }
 }
 
 impl Recipe {

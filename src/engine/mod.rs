@@ -18,7 +18,7 @@ use crate::runtime::{RunEnd, RunJob, RunReport, RunSink, Runtime, RuntimeMsg};
 use crate::scheduler::{GpuPool, Queue};
 use crate::state::SweepState;
 use observer::Observer;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -80,6 +80,8 @@ pub struct Engine {
     pending_fixes: HashMap<RunId, Vec<String>>,
     /// Environment added to every variant of a commit by commit-scope recipes.
     commit_env: HashMap<usize, BTreeMap<String, String>>,
+    /// Commit-scope recipes already spread to every variant of a commit (by commit index).
+    commit_recipes: HashSet<(usize, String)>,
     /// Plan-time predictions (e.g. the port-binding bug), shown before the night starts.
     predicted: HashMap<RunId, Finding>,
     gpu_ms: u128,
@@ -129,6 +131,7 @@ impl Engine {
             not_before: HashMap::new(),
             pending_fixes: HashMap::new(),
             commit_env: HashMap::new(),
+            commit_recipes: HashSet::new(),
             predicted: HashMap::new(),
             gpu_ms: 0,
             schedule_dirty: true,
@@ -426,6 +429,7 @@ impl Engine {
                             .entry(spec.commit)
                             .or_default()
                             .extend(r.env.clone());
+                        self.commit_recipes.insert((spec.commit, f.clone()));
                     }
                 }
             }
@@ -1051,11 +1055,8 @@ impl Engine {
         let Some(r) = self.recipes.get(recipe) else {
             return Ok(());
         };
-        let already = self
-            .commit_env
-            .get(&commit)
-            .is_some_and(|e| r.env.iter().all(|(k, v)| e.get(k) == Some(v)));
-        if r.scope != RecipeScope::Commit || already {
+        // Spread once per commit, by name: a recipe of steps only has no env to compare.
+        if r.scope != RecipeScope::Commit || !self.commit_recipes.insert((commit, r.name.clone())) {
             return Ok(());
         }
         // Commit-scope workarounds apply to every variant so they stay comparable: variants
