@@ -133,7 +133,9 @@ impl Policy {
             | NcclError
             | BrokenPipe
             | RegistryRateLimited => Action::Retry,
-            DiskFull | NvidiaRuntimeMissing | GatedModelAuth => Action::PauseSweep,
+            DiskFull | NvidiaRuntimeMissing => Action::PauseSweep,
+            // One gated model says nothing of the others: its runs end, the night goes on.
+            GatedModelAuth => Action::Skip,
             // A client that refuses its arguments refuses them again: no retry, no server
             // restart. The reason is on the run; a fixed plan and `r` run it again.
             ModelArchUnsupported
@@ -333,9 +335,11 @@ impl Policy {
                 recipe: None,
                 retry_after: None,
                 pause_sweep: None,
-                reason: format!(
-                    "{what} — cannot run on this commit; skipped (r retries it anyway)"
-                ),
+                reason: if cat == Category::GatedModelAuth {
+                    format!("{what} — the model's runs end here; the rest of the night goes on (`run --retry-failed {cat}` once the token has access)")
+                } else {
+                    format!("{what} — cannot run on this commit; skipped (r retries it anyway)")
+                },
             },
             Action::PauseSweep => {
                 let why =
@@ -484,7 +488,7 @@ mod tests {
             (NcclError, Action::Retry),
             (DiskFull, Action::PauseSweep),
             (NvidiaRuntimeMissing, Action::PauseSweep),
-            (GatedModelAuth, Action::PauseSweep),
+            (GatedModelAuth, Action::Skip),
             (ModelArchUnsupported, Action::Skip),
             (RopeScalingIncompatible, Action::Skip),
             (AgentPatchFailed, Action::Skip),

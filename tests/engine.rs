@@ -1,5 +1,6 @@
 //! The engine over the sim runtime, driven through its command channel as the TUI does.
 
+use nightshift::category::Category;
 use nightshift::engine::{CommandSender, Engine, EngineOptions};
 use nightshift::event::{Command, Envelope, Event};
 use nightshift::model::{Outcome, RunId, RunState};
@@ -248,6 +249,28 @@ async fn an_environment_workaround_goes_to_every_variant_of_the_commit() {
     for r in &st.runs {
         assert_eq!(r.fixes, vec!["numpy-lt-2".to_string()], "{r:?}");
     }
+}
+
+#[tokio::test]
+async fn a_gated_model_ends_its_runs_and_the_night_goes_on() {
+    let p = plan(&[
+        (SERVE, "sim = { fail = \"gated_model_auth\" }"),
+        (SERVE, ""),
+        ("python benchmarks/benchmark_serving.py --model other/y", ""),
+    ]);
+    let (s, st, events) = drive(p, 1, false, |_, _| {}).await;
+    assert!(s.paused.is_none(), "{s:?}");
+    assert!(!events
+        .iter()
+        .any(|e| matches!(e.event, Event::Paused { .. })));
+    // m/x: the refused run fails, its other runs are not tried (skipped, saying why, and
+    // brought back by --retry-failed gated_model_auth); other/y runs.
+    let c = &s.counts;
+    assert_eq!((c.failed, c.skipped, c.success), (1, 3, 2), "{s:?}");
+    assert_eq!(s.failures.get(&Category::GatedModelAuth), Some(&1));
+    let d = st.runs[3].detail.as_deref().unwrap();
+    assert!(d.starts_with(nightshift::engine::NOT_RUN_GATED), "{d}");
+    assert!(d.contains("m/x is gated"), "{d}");
 }
 
 #[tokio::test]

@@ -49,6 +49,9 @@ struct Active {
     version_seen: bool,
 }
 
+/// How the reason of a run skipped because its model is gated begins.
+pub const NOT_RUN_GATED: &str = "not run (gated_model_auth): ";
+
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
     pub counts: crate::state::Counts,
@@ -1041,7 +1044,49 @@ impl Engine {
                     })?;
                 }
             }
-            Action::Skip => self.set_state(run, failed, Some(decision.reason.clone()))?,
+            Action::Skip => {
+                self.set_state(run, failed, Some(decision.reason.clone()))?;
+                if category == Category::GatedModelAuth {
+                    self.end_model_runs(run, category)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A gated model (no token, or no access) fails every run of it alike: skip the model's
+    /// queued runs (their reason begins [`NOT_RUN_GATED`], so `run --retry-failed
+    /// gated_model_auth` brings them back once the token has access); the night goes on.
+    fn end_model_runs(&mut self, run: RunId, category: Category) -> anyhow::Result<()> {
+        let model = self
+            .plan
+            .commit_of(&self.plan.runs[run.0 as usize])
+            .model
+            .clone();
+        let Some(model) = model else {
+            return Ok(());
+        };
+        let same: Vec<RunId> = self
+            .plan
+            .runs
+            .iter()
+            .filter(|s| s.id != run && self.state.run(s.id).state == RunState::Queued)
+            .filter(|s| self.plan.commit_of(s).model.as_deref() == Some(model.as_str()))
+            .map(|s| s.id)
+            .collect();
+        for id in same {
+            let reason = format!(
+                "{NOT_RUN_GATED}{model} is gated or needs a token with access (run {run} was refused); `run --retry-failed {category}` once it has"
+            );
+            self.set_state(
+                id,
+                RunState::Finished {
+                    outcome: Outcome::Skipped {
+                        reason: reason.clone(),
+                    },
+                },
+                Some(reason),
+            )?;
         }
         Ok(())
     }

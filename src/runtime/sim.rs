@@ -290,6 +290,16 @@ impl Runtime for SimRuntime {
                             RunEnd::BenchExited { exit_code: 1 }
                         });
                     }
+                    Some(Category::GatedModelAuth) => {
+                        for l in text::gated(&model) {
+                            log!(server_stream, Pipe::Stderr, l);
+                        }
+                        return RunReport::new(if serving {
+                            RunEnd::ServerDied { exit_code: Some(1) }
+                        } else {
+                            RunEnd::BenchExited { exit_code: 1 }
+                        });
+                    }
                     Some(Category::ServerStartTimeout) if serving => {
                         step!(job.server_start_timeout.as_secs_f64());
                         return RunReport::new(RunEnd::Timeout {

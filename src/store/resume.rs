@@ -83,6 +83,13 @@ pub fn reconstruct(
                 outcome: Outcome::Failed { category },
             }
             | RunState::Held { category } => Some(*category),
+            // Not run because another run of its model was refused (see the engine's
+            // `end_model_runs`): it comes back with that category.
+            RunState::Finished {
+                outcome: Outcome::Skipped { reason },
+            } => reason
+                .strip_prefix(crate::engine::NOT_RUN_GATED)
+                .map(|_| Category::GatedModelAuth),
             _ => None,
         };
         if let (Some(want), Some(cat)) = (&opts.retry_failed, failed) {
@@ -330,6 +337,38 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(reconstruct(&new, &docs, &d, &opts).1[0].0, 1);
+    }
+
+    #[test]
+    fn runs_not_tried_for_a_gated_model_come_back_with_retry_failed() {
+        let skipped = |reason: &str| RunState::Finished {
+            outcome: Outcome::Skipped {
+                reason: reason.into(),
+            },
+        };
+        let mut docs = BTreeMap::new();
+        let gated = format!("{}m is gated", crate::engine::NOT_RUN_GATED);
+        docs.insert(
+            "a/baseline".into(),
+            doc(info("a/baseline", "x"), skipped(&gated), 0),
+        );
+        docs.insert(
+            "b/baseline".into(),
+            doc(info("b/baseline", "x"), skipped("invalid: missing"), 0),
+        );
+        let new = vec![info("a/baseline", "x"), info("b/baseline", "x")];
+        let d = diff(&docs, &new);
+        let retry = |c: Option<Category>| ResumeOptions {
+            retry_failed: Some(c),
+            ..Default::default()
+        };
+        let rq = reconstruct(&new, &docs, &d, &retry(Some(Category::GatedModelAuth))).1;
+        assert_eq!(rq.iter().map(|r| r.0).collect::<Vec<_>>(), vec![0]);
+        assert!(
+            reconstruct(&new, &docs, &d, &retry(Some(Category::CudaOom)))
+                .1
+                .is_empty()
+        );
     }
 
     #[test]

@@ -404,3 +404,13 @@ pub fn request_log(n: u64, model: &str) -> String {
         ids.join(", ")
     )
 }
+
+/// The Hub refusing a gated model's weights to a token without access, as the server's
+/// loader reports it.
+pub fn gated(model: &str) -> Vec<String> {
+    vec![
+        "Traceback (most recent call last):".into(),
+        format!("huggingface_hub.errors.GatedRepoError: 403 Client Error. Cannot access gated repo for url https://huggingface.co/{model}/resolve/main/config.json."),
+        format!("OSError: You are trying to access a gated repo. Make sure to have access to it at https://huggingface.co/{model}."),
+    ]
+}
