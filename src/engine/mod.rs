@@ -456,7 +456,7 @@ impl Engine {
             // A run that needs more GPUs than this sweep has stays queued: the next `run`
             // with the GPUs (`--gpus N`, another box) picks it up. Skipping it would be for good.
             if let Some(reason) = spec.skip_reason.clone() {
-                self.skip(id, reason)?;
+                self.skip(id, &reason)?;
                 continue;
             }
             let commit = plan.commit_of(spec);
@@ -1066,24 +1066,11 @@ impl Engine {
             .map(|s| s.id)
             .collect();
         for id in same {
-            self.skip(id, format!(
+            self.skip(id, &format!(
                 "{NOT_RUN_GATED}{model} is gated or needs a token with access (run {run} was refused); `run --retry-failed {category}` once it has"
             ))?;
         }
         Ok(())
-    }
-
-    /// End a run that has not started (or is between attempts) as skipped, saying why.
-    fn skip(&mut self, id: RunId, reason: String) -> anyhow::Result<()> {
-        self.set_state(
-            id,
-            RunState::Finished {
-                outcome: Outcome::Skipped {
-                    reason: reason.clone(),
-                },
-            },
-            Some(reason),
-        )
     }
 
     fn queue_fix(&mut self, run: RunId, recipe: &str) -> anyhow::Result<()> {
