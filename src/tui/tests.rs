@@ -610,3 +610,13 @@ fn a_prefetch_build_log_shows_in_the_waiting_runs_pane() {
     let shown = render(&app, 120, 36);
     assert!(shown.contains("Step 5/7"), "{shown}");
 }
+
+#[test]
+fn status_cells_grow_with_the_terminal() {
+    let app = scene();
+    // At 80 columns the held run's category is cut to fit its cell; at 220 it is whole.
+    let narrow = render(&app, 80, 24);
+    assert!(!narrow.contains("aimv2_conflict"), "{narrow}");
+    let wide = render(&app, 220, 40);
+    assert!(wide.contains("! aimv2_conflict"), "{wide}");
+}

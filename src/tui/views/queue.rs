@@ -54,7 +54,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     if inner.height < 2 {
         return;
     }
-    let cells_w = CELL_W * app.variants.len();
+    // Status cells grow with the terminal (up to 32 columns), leaving half of what the
+    // minimum layout does not use to the title and model.
+    let n = app.variants.len().max(1);
+    let spare = (inner.width as usize).saturating_sub(10 + CELL_W * n + 40);
+    let cell_w = (CELL_W + spare / 2 / n).min(32);
+    let cells_w = cell_w * app.variants.len();
     let fixed = 10 + cells_w;
     let free = (inner.width as usize).saturating_sub(fixed);
     let model_w = if free > 40 { 18.min(free / 3) } else { 0 };
@@ -73,7 +78,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     }
     for v in &app.variants {
         head.push(Span::styled(
-            format!("{:<w$}", fit(&format!(" {v}"), CELL_W), w = CELL_W),
+            format!("{:<w$}", fit(&format!(" {v}"), cell_w), w = cell_w),
             t.dim(),
         ));
     }
@@ -93,7 +98,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
         ..inner
     });
     let cells_x = inner.x + (inner.width as usize - cells_w.min(inner.width as usize)) as u16;
-    app.hits.queue_cells_x.set((cells_x, CELL_W as u16));
+    app.hits.queue_cells_x.set((cells_x, cell_w as u16));
     let mut lines = vec![Line::from(head)];
     for ci in offset..(offset + rows_h).min(n) {
         let c = &app.plan.commits[ci];
@@ -122,7 +127,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
         }
         for (vi, cell) in app.cells[ci].iter().enumerate() {
             let text = match cell {
-                None => format!("{:<w$}", " -", w = CELL_W),
+                None => format!("{:<w$}", " -", w = cell_w),
                 Some(run) => {
                     let r = app.state.run(*run);
                     let metric = match (&r.state, headline(&r.metrics)) {
@@ -145,8 +150,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
                     };
                     format!(
                         "{:<w$}",
-                        fit(&format!("{mark}{} {metric}", glyph(&r.state)), CELL_W),
-                        w = CELL_W
+                        fit(&format!("{mark}{} {metric}", glyph(&r.state)), cell_w),
+                        w = cell_w
                     )
                 }
             };
