@@ -620,3 +620,20 @@ fn status_cells_grow_with_the_terminal() {
     let wide = render(&app, 220, 40);
     assert!(wide.contains("! aimv2_conflict"), "{wide}");
 }
+
+#[test]
+fn the_log_pane_never_goes_blank_with_follow_off() {
+    let mut app = scene();
+    key(&mut app, '2');
+    assert_eq!(app.selected_run(), Some(RunId(6)));
+    app.follow = false;
+    app.log_tab = LogTab::Server;
+    let mut f = Feed { seq: 10_000 };
+    // Twice the ring: every line the operator was looking at has been dropped.
+    for i in 0..(2 * RING_LINES) {
+        f.log(&mut app, 99_000, 6, Stream::Server, &format!("line {i}"));
+    }
+    // The view stops at the oldest full screen still in memory.
+    let s = render(&app, 100, 30);
+    assert!(s.contains(&format!("line {} ", RING_LINES)), "{s}");
+}

@@ -68,7 +68,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     };
     let h = inner.height as usize;
     let w = inner.width as usize;
-    let end = lines.len().saturating_sub(app.log_scroll);
+    // Scrolled back while the ring dropped its oldest lines: the view stops at the oldest
+    // full screen rather than scrolling off into nothing.
+    let end = lines
+        .len()
+        .saturating_sub(app.log_scroll)
+        .max(h.min(lines.len()));
     let start = end.saturating_sub(h);
     let q = app.search.as_deref();
     let mut out = Vec::with_capacity(h);
