@@ -223,6 +223,9 @@ pub struct Hits {
     pub logs: Cell<Rect>,
     pub results_rows: Cell<Rect>,
     pub results_offset: Cell<usize>,
+    /// The run the action keys applied to when the screen was last drawn: a key acts on the
+    /// run the operator saw selected, even if events moved the list since.
+    pub shown: Cell<Option<RunId>>,
 }
 
 pub struct App {
@@ -769,7 +772,9 @@ impl App {
                 _ => return vec![],
             }
         }
-        let run = self.action_run();
+        // What the last frame showed selected; taken, so a second key without a redraw in
+        // between (a test, a paste) sees the selection as it is now.
+        let run = self.hits.shown.take().or_else(|| self.action_run());
         match action {
             Action::Help => self.popup = Some(Popup::Help { scroll: 0 }),
             Action::Detach if self.attached => return vec![Effect::Detach],
@@ -982,7 +987,7 @@ impl App {
 
     /// The run an action applies to: the results row in the results view, else the queue
     /// selection.
-    fn action_run(&self) -> Option<RunId> {
+    pub fn action_run(&self) -> Option<RunId> {
         if self.view == View::Results {
             self.result_rows().get(self.results.selected).copied()
         } else {

@@ -637,3 +637,35 @@ fn the_log_pane_never_goes_blank_with_follow_off() {
     let s = render(&app, 100, 30);
     assert!(s.contains(&format!("line {} ", RING_LINES)), "{s}");
 }
+
+#[test]
+fn an_action_key_acts_on_the_run_the_operator_saw() {
+    let mut app = scene();
+    app.auto_select = true;
+    let seen = app.selected_run().unwrap();
+    render(&app, 160, 48);
+    // Between that frame and the key, the watched run ends and the selection follows the
+    // newest active run.
+    let mut f = Feed { seq: 20_000 };
+    let from = app.state.run(seen).state.clone();
+    f.send(
+        &mut app,
+        200_000,
+        Event::State {
+            run: seen,
+            attempt: 1,
+            from,
+            to: RunState::Held {
+                category: Category::CudaOom,
+            },
+            detail: None,
+            gpus: vec![],
+        },
+    );
+    assert_ne!(app.selected_run(), Some(seen), "the list moved");
+    let effects = key(&mut app, 's');
+    assert!(
+        effects.contains(&Effect::Send(Command::Skip { run: seen })),
+        "{effects:?}"
+    );
+}

@@ -21,6 +21,7 @@ pub const MIN_W: u16 = 60;
 pub const MIN_H: u16 = 15;
 
 pub fn draw(f: &mut Frame, app: &App) {
+    app.hits.shown.set(app.action_run());
     let area = f.area();
     if area.width < MIN_W || area.height < MIN_H {
         too_small(f, app, area);
