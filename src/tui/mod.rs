@@ -300,6 +300,8 @@ fn inside(r: ratatui::layout::Rect, x: u16, y: u16) -> bool {
 }
 
 pub fn on_mouse(app: &mut App, kind: MouseEventKind, x: u16, y: u16) {
+    // The operator moves the cursor: the next key acts on what they clicked.
+    app.hits.shown.set(None);
     if app.popup.is_some() {
         if matches!(kind, MouseEventKind::Down(_)) {
             app.popup = None;

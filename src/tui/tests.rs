@@ -352,6 +352,8 @@ fn popups() {
     assert_eq!(app.popup, None);
     app.sel_commit = 0;
     app.sel_variant = 2;
+    // The operator sees the new selection before pressing a key.
+    render(&app, 120, 40);
     app.on_key(Key::code(KeyCode::Enter));
     assert_eq!(app.popup, Some(Popup::Detail(RunId(2))));
     insta::assert_snapshot!("detail_120x40", render(&app, 120, 40));
