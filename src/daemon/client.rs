@@ -234,7 +234,7 @@ async fn attach_async(store: &Path) -> i32 {
                     String::new()
                 }
             );
-            0
+            exit.code()
         }
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -128,6 +128,20 @@ pub struct TuiExit {
     pub finished: bool,
     /// The client left a daemon's sweep running.
     pub detached: bool,
+    /// Runs that failed or wait for the operator.
+    pub failed: usize,
+}
+
+impl TuiExit {
+    /// The README's contract: 0 when the work is done and nothing failed (or the client
+    /// only detached, leaving the sweep running), 1 when runs failed or are left undone.
+    pub fn code(&self) -> i32 {
+        if self.detached || (self.finished && self.failed == 0) {
+            0
+        } else {
+            1
+        }
+    }
 }
 
 /// `nightshift demo`.
@@ -201,7 +215,12 @@ fn finish(result: anyhow::Result<TuiExit>, resumable: bool) -> i32 {
                     (false, false) => " (the demo keeps no store)",
                 }
             );
-            0
+            // The demo is a demo: its simulated failures are not the operator's.
+            if resumable {
+                exit.code()
+            } else {
+                0
+            }
         }
         Err(e) => {
             eprintln!("error: {e:#}");

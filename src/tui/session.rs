@@ -265,5 +265,6 @@ fn finish(
         total: c.total,
         finished: c.done() == c.total,
         detached,
+        failed: c.failed + c.held,
     })
 }

@@ -671,3 +671,19 @@ fn an_action_key_acts_on_the_run_the_operator_saw() {
         "{effects:?}"
     );
 }
+
+#[test]
+fn the_tui_exit_status_follows_the_contract() {
+    use super::TuiExit;
+    let e = |finished, detached, failed| TuiExit {
+        done: 0,
+        total: 0,
+        finished,
+        detached,
+        failed,
+    };
+    assert_eq!(e(true, false, 0).code(), 0);
+    assert_eq!(e(true, false, 3).code(), 1, "failed runs are failed work");
+    assert_eq!(e(false, false, 0).code(), 1, "left undone");
+    assert_eq!(e(false, true, 3).code(), 0, "detached: the sweep goes on");
+}
