@@ -7,6 +7,7 @@ agent patch per commit and a small ShareGPT file, runs the sweep headless, and p
 summary line."""
 
 import argparse
+import random
 import collections
 import json
 import os
@@ -227,6 +228,35 @@ def summary(ns, store, runs):
     return line, len(complete), len(runnable), [c for c in runnable if c not in complete], last, by_commit
 
 
+def plan_name(plan):
+    for l in open(plan):
+        if l.startswith("name"):
+            return l.split("=", 1)[1].strip().strip('"')
+    return ""
+
+
+def containers_of(sweep):
+    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=nightshift.sweep={sweep}"],
+                         check=True, capture_output=True, text=True).stdout
+    return len(out.split())
+
+
+def kill_loop(argv, log, kills):
+    """SIGKILL the sweep's daemon at seeded random moments (each time after a container of
+    it is up, so there is something to orphan), resuming each time."""
+    rng = random.Random(9)
+    done = 0
+    while done < kills:
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        time.sleep(rng.uniform(2.0, 12.0))
+        if p.poll() is not None:
+            break
+        p.kill()
+        p.wait()
+        done += 1
+    return done
+
+
 def main():
     ap = argparse.ArgumentParser(prog="scripts/rehearsal.sh")
     ap.add_argument("store_dir", nargs="?")
@@ -234,6 +264,7 @@ def main():
     ap.add_argument("--limit", type=int, default=int(os.environ.get("REHEARSAL_LIMIT", "0")), help="only N commits, spread across the list")
     ap.add_argument("--check", action="store_true", help="exit 1 unless every runnable commit has a complete 3-way result")
     ap.add_argument("--missing-baselines", action="store_true", help="leave out the baseline images the seeds lacked; they must be derived")
+    ap.add_argument("--kills", type=int, default=0, help="SIGKILL the sweep's daemon N times at random moments, resuming each time; then count orphan containers, lost and duplicated runs")
     ap.add_argument("--seeds", default=os.path.join(REPO, "..", "shared", "data", "seed-commits.json"))
     a = ap.parse_args()
     ns = os.path.join(REPO, "target", "debug", "nightshift")
@@ -246,8 +277,9 @@ def main():
     runs = images(ns, plan, d, a.faults, set(leave_out))
     store = os.path.join(d, "store")
     log = open(os.path.join(d, "sweep.log"), "w")
-    rc = subprocess.run([ns, "run", plan, "--headless", "--runtime", "docker", "--store", store, "--gpus", "8"],
-                        stdout=log, stderr=subprocess.STDOUT).returncode
+    argv = [ns, "run", plan, "--headless", "--runtime", "docker", "--store", store, "--gpus", "8"]
+    kills = kill_loop(argv, log, a.kills) if a.kills else 0
+    rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT).returncode
     line, done, total, missing, last, by_commit = summary(ns, store, runs)
     print(f"rehearsal: sweep exit {rc}, {time.time() - t0:.0f} s wall; plan, store and logs in {d}", file=sys.stderr)
     for c in missing:
@@ -261,8 +293,18 @@ def main():
                     if r["variant"] == "baseline" and how in (r["provenance"].get("other") or {}).get("image_origin", "")}
         overlaid, built = made("derived by overlay"), made("built from source")
         line += f"; baselines derived: {len(overlaid | built)}/{len(leave_out)} ({len(overlaid)} overlay, {len(built)} built from source)"
+    bad = False
+    if a.kills:
+        orphans = containers_of(plan_name(plan))
+        recs = subprocess.run([ns, "results", "--store", store, "--format", "json"], check=True,
+                              capture_output=True, text=True).stdout.splitlines()
+        attempts = collections.Counter((r["key"], r["attempt"]) for r in map(json.loads, filter(str.strip, recs)))
+        duplicated = sum(1 for n in attempts.values() if n > 1)
+        lost = sum(1 for r in runs if not r["skip_reason"] and last.get(r["key"], {}).get("status") not in ("success", "failed"))
+        line += f"; kill -9 x{kills}: {orphans} orphan containers, {lost} runs lost, {duplicated} attempts duplicated"
+        bad = orphans > 0 or lost > 0 or duplicated > 0
     print(line)
-    if a.check and done < total:
+    if a.check and (done < total or bad):
         sys.exit(1)
 
 

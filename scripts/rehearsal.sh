@@ -4,7 +4,7 @@
 # exist). Ends with one line:
 #   rehearsal: X/Y runnable commits with a complete 3-way result; runs: S success, F failed (cat=n, ...), K skipped
 #
-#   scripts/rehearsal.sh [STORE_DIR] [--faults] [--limit N] [--check]
+#   scripts/rehearsal.sh [STORE_DIR] [--faults] [--limit N] [--kills N] [--check]
 #
 # --faults: images carry the dependency faults the seed reports name (aimv2, numpy), so
 # the fixes run too. --limit N: N commits spread across the list (CI's short cut).

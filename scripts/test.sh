@@ -33,5 +33,5 @@ cargo test --all-targets -- --test-threads 2
 # cut gets its 3-way result.
 if docker info >/dev/null 2>&1; then
   REHEARSAL_DIR=$(mktemp -d "${TMPDIR:-/tmp}/nightshift-rehearsal.XXXXXX")
-  scripts/rehearsal.sh "$REHEARSAL_DIR" --limit 24 --check
+  scripts/rehearsal.sh "$REHEARSAL_DIR" --limit 24 --kills 3 --check
 fi
