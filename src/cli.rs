@@ -379,10 +379,24 @@ pub fn run(cli: Cli) -> i32 {
                 Ok(p) => Arc::new(p),
                 Err(code) => return code,
             };
+            let overrides = match crate::overrides::Overrides::load(
+                crate::tui::config::config_dir().as_deref(),
+            ) {
+                Ok(o) => o,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return 2;
+                }
+            };
             // Docker runs in real time (policy backoffs unscaled); the sim scales them.
             let (rt, gpus, time_scale): (Arc<dyn Runtime>, u32, f64) =
                 if runtime == RuntimeKind::Docker {
-                    match crate::runtime::docker::for_cli(&plan, &images.docker(), gpus) {
+                    match crate::runtime::docker::for_cli(
+                        &plan,
+                        &images.docker(),
+                        gpus,
+                        overrides.recipes.clone(),
+                    ) {
                         Ok(rt) => (
                             rt,
                             gpus.unwrap_or_else(crate::runtime::docker::visible_gpus),
@@ -409,6 +423,7 @@ pub fn run(cli: Cli) -> i32 {
                 time_scale,
                 budget: images.budget(),
                 alerts: alerts.targets(),
+                overrides,
             };
             if !headless {
                 return crate::daemon::start_and_attach(&args, std::env::args_os().collect());

@@ -16,6 +16,7 @@ pub mod headless;
 pub mod images;
 pub mod model;
 pub mod night;
+pub mod overrides;
 pub mod parse;
 pub mod plan;
 pub mod policy;

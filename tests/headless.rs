@@ -126,3 +126,36 @@ fn sigterm_and_sigint_stop_cleanly_and_the_sweep_resumes() {
         assert!(stdout.contains("285 of 285 runs finished"), "{stdout}");
     }
 }
+
+#[test]
+fn operator_overrides_load_from_the_config_dir_and_errors_say_where() {
+    let cfg = tempfile::tempdir().unwrap();
+    let dir = cfg.path().join("nightshift");
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let run = |dir: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_nightshift"))
+            .args([
+                "run",
+                "examples/iso-vllm.toml",
+                "--runtime",
+                "sim",
+                "--headless",
+            ])
+            .args(["--speed", "max", "--store"])
+            .arg(store.path())
+            .env("XDG_CONFIG_HOME", dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap()
+    };
+    std::fs::write(dir.join("policy.toml"), "max_retries = 1\nbreaker = 2\n").unwrap();
+    let out = run(cfg.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("policy.toml:2:1"), "{err}");
+    std::fs::write(dir.join("policy.toml"), "max_retries = 1\n").unwrap();
+    let out = run(cfg.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("operator overrides from"), "{stdout}");
+}

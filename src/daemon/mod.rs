@@ -83,7 +83,12 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
                 wait_for_operator: background,
             },
         );
+        for f in &a.overrides.loaded {
+            println!("nightshift: operator overrides from {f}");
+        }
+        let ov = a.overrides.clone();
         let mut engine = engine
+            .with_diagnosis(ov.policy, ov.catalog, ov.recipes)
             .with_state(state.clone())
             .with_time_scale(a.time_scale)
             .with_image_budget(a.budget.clone());

@@ -28,6 +28,8 @@ pub struct RunArgs {
     pub budget: crate::images::Budget,
     /// Where the daemon's alerts go, and how often.
     pub alerts: (crate::alerts::Targets, crate::alerts::Limits),
+    /// The operator's policy, catalog and recipes: one of each, shared by engine and runtime.
+    pub overrides: crate::overrides::Overrides,
 }
 
 fn store_error(e: &StoreError) -> i32 {

@@ -1162,6 +1162,7 @@ pub fn for_cli(
     plan: &Plan,
     opts: &crate::cli::DockerOptions,
     gpus: Option<u32>,
+    recipes: Arc<crate::diagnose::RecipeBook>,
 ) -> Result<Arc<dyn Runtime>, i32> {
     let check = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -1211,7 +1212,8 @@ pub fn for_cli(
         }
     }
     match DockerRuntime::new(cfg) {
-        Ok(rt) => Ok(Arc::new(rt)),
+        // The engine's book: a recipe the operator changed is the one offered and the one run.
+        Ok(rt) => Ok(Arc::new(rt.with_recipes(recipes))),
         Err(e) => {
             eprintln!("error: Docker: {e}");
             Err(1)
