@@ -270,6 +270,12 @@ impl Scanner {
     }
 
     fn fact(category: Category, evidence: String) -> Diagnosis {
+        // A fact with no words (an empty runtime message) still says what was decided.
+        let evidence = if evidence.trim().is_empty() {
+            format!("{category} (the runtime gave no details)")
+        } else {
+            evidence
+        };
         Diagnosis {
             category,
             evidence,
