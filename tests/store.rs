@@ -147,7 +147,9 @@ fn crash_loop_loses_nothing() {
     check_invariants(&store, false);
     let s = Store::open(&store, false).unwrap();
     assert_eq!(s.docs().unwrap().len(), 36);
-    assert!(s.life() > 20);
+    // Most kills land after the store was opened (a kill before that, on a loaded box,
+    // leaves no life behind): the sweep was resumed many times.
+    assert!(s.life() > kills / 2, "{} lives for {kills} kills", s.life());
 }
 
 #[test]
