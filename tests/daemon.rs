@@ -304,7 +304,7 @@ fn two_clients_see_the_same_sweep_and_either_may_command() {
             "--store",
             store.to_str().unwrap(),
             "--format",
-            "json",
+            "jsonl",
         ])
         .output()
         .unwrap();
@@ -404,7 +404,7 @@ fn a_killed_daemons_socket_is_taken_over() {
             "--store",
             store.to_str().unwrap(),
             "--format",
-            "json",
+            "jsonl",
         ])
         .output()
         .unwrap();

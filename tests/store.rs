@@ -307,7 +307,7 @@ fn results_formats_and_show() {
     let plan = write_plan(tmp.path(), &plan_text(&[("c1111111", "")]));
     let store = tmp.path().join("store");
     assert_eq!(run_ok(&plan, &store, &[]).0, 0);
-    for f in ["table", "json", "csv", "md"] {
+    for f in ["table", "json", "jsonl", "csv", "md"] {
         let o = Command::new(BIN)
             .args(["results", "--format", f, "--store"])
             .arg(&store)
@@ -320,7 +320,7 @@ fn results_formats_and_show() {
         .args([
             "results",
             "--format",
-            "json",
+            "jsonl",
             "--filter",
             "variant=human",
             "--store",

@@ -28,11 +28,11 @@ th{background:#eef1f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
 code{background:#f3f4f6;padding:0 .2em}.counts span{margin-right:1.2em}";
 
 fn class_of(verdict: &str) -> &'static str {
-    if verdict.starts_with("win") {
+    if verdict.starts_with("better") {
         "win"
-    } else if verdict.starts_with("loss") {
+    } else if verdict.starts_with("worse") {
         "loss"
-    } else if verdict.starts_with("not comparable") {
+    } else if verdict.starts_with("not comparable") || verdict.starts_with("throughput") {
         "flag"
     } else {
         ""
@@ -122,7 +122,7 @@ pub fn render(d: &Digest) -> String {
         for v in &vs {
             let _ = write!(o, "<td class=\"num\">{}</td>", esc(&value_text(row, v)));
         }
-        let verdict = verdict_text(row, "human vs baseline");
+        let verdict = verdict_text(&d.report, row, "human vs baseline");
         let _ = write!(
             o,
             "<td class=\"{}\">{}</td></tr>",
@@ -132,21 +132,32 @@ pub fn render(d: &Digest) -> String {
     }
     o.push_str("</table>");
     let s = &d.report.summary;
+    let outcomes = |w: &crate::store::report::Outcomes| {
+        format!(
+            "{} better / {} no change / {} worse / {} inconclusive",
+            w.better, w.no_change, w.worse, w.inconclusive
+        )
+    };
     let _ = write!(
         o,
-        "<p>{} of {} commits have a usable 3-way comparison; human vs baseline: {} win / {} tie / {} loss.</p>",
-        s.usable_3way, s.commits, s.human_vs_baseline.win, s.human_vs_baseline.tie, s.human_vs_baseline.loss
+        "<p>{} of {} commits have a usable 3-way comparison; human vs baseline: {}.</p>",
+        s.usable_3way,
+        s.commits,
+        outcomes(&s.human_vs_baseline)
     );
     for (agent, w) in &s.agent_vs_baseline {
         let _ = write!(
             o,
-            "<p>agent {} vs baseline: {} win / {} tie / {} loss.</p>",
+            "<p>agent {} vs baseline: {}.</p>",
             esc(agent),
-            w.win,
-            w.tie,
-            w.loss
+            outcomes(w)
         );
     }
+    let _ = write!(
+        o,
+        "<p class=\"method\">{}</p>",
+        esc(&crate::store::render::method_note(s))
+    );
 
     o.push_str("<h2>Failures by category</h2>");
     if d.failures.is_empty() {

@@ -83,7 +83,7 @@ fn deciding_line(d: &RunDoc) -> String {
     .unwrap_or_else(|| "(no deciding line recorded)".into())
 }
 
-pub fn build(sweep: &str, docs: &[&RunDoc], threshold_pct: f64, now_ms: u64) -> Digest {
+pub fn build(sweep: &str, docs: &[&RunDoc], opts: &report::Options, now_ms: u64) -> Digest {
     let mut counts = BTreeMap::new();
     let mut failures: BTreeMap<String, Vec<FailedRun>> = BTreeMap::new();
     let mut fixes = Vec::new();
@@ -137,7 +137,7 @@ pub fn build(sweep: &str, docs: &[&RunDoc], threshold_pct: f64, now_ms: u64) -> 
         sweep: sweep.to_string(),
         generated_ms: now_ms,
         counts,
-        report: report::build(docs, threshold_pct),
+        report: report::build(docs, opts),
         failures,
         fixes,
         gpu_hours,
@@ -162,9 +162,7 @@ pub fn primary_value(row: &report::CommitRow, variant: &str) -> Option<(String, 
     if c.status != "success" {
         return None;
     }
-    report::PRIMARY
-        .iter()
-        .find_map(|k| c.metrics.get(*k).map(|v| (k.to_string(), *v)))
+    crate::metric::headline(&c.metrics).map(|(k, v)| (k.to_string(), v))
 }
 
 /// The 3-way table's columns: baseline, human, then every agent seen, in order.
@@ -194,36 +192,27 @@ pub fn value_text(row: &report::CommitRow, variant: &str) -> String {
     }
 }
 
-/// The human-vs-baseline verdict of a row, worded with its direction.
-pub fn verdict_text(row: &report::CommitRow, label: &str) -> String {
-    let Some(c) = row.comparisons.iter().find(|c| c.label == label) else {
-        return "-".into();
-    };
-    if let Some(f) = &c.flag {
-        return f.clone();
-    }
-    let delta = c.primary.as_ref().and_then(|p| c.deltas.get(p));
-    match (c.verdict, delta) {
-        (Some(v), Some(d)) => format!("{} ({})", verdict_word(v), better_worse(*d)),
-        _ => "n/a".into(),
+/// The human-vs-baseline verdict of a row, worded with its direction and how it was
+/// reached (the same words as `results`).
+pub fn verdict_text(r: &Report, row: &report::CommitRow, label: &str) -> String {
+    match row.comparisons.iter().find(|c| c.label == label) {
+        Some(c) => crate::store::render::verdict_text(c, &r.summary),
+        None => "-".into(),
     }
 }
 
-fn verdict_word(v: report::Verdict) -> &'static str {
-    match v {
-        report::Verdict::Win => "win",
-        report::Verdict::Tie => "tie",
-        report::Verdict::Loss => "loss",
-    }
-}
-
-/// A change worded with its direction: "better 4.3%" / "worse 1.2%".
-pub fn better_worse(improvement_pct: f64) -> String {
-    if improvement_pct >= 0.0 {
-        format!("better {improvement_pct:.1}%")
-    } else {
-        format!("worse {:.1}%", -improvement_pct)
-    }
+/// Flags under a row's comparison that did not replace its verdict (failed requests...).
+pub fn flags_text(row: &report::CommitRow, label: &str) -> Vec<String> {
+    row.comparisons
+        .iter()
+        .filter(|c| c.label == label)
+        .flat_map(|c| {
+            c.flags
+                .iter()
+                .filter(|f| !c.flag.as_deref().is_some_and(|t| t.contains(&f.text)))
+                .map(|f| f.text.clone())
+        })
+        .collect()
 }
 
 pub fn markdown(d: &Digest) -> String {
@@ -252,8 +241,8 @@ pub fn markdown(d: &Digest) -> String {
     let vs = variants(&d.report);
     let _ = writeln!(
         o,
-        "## The 3-way table (primary metric; verdicts at ±{}%)\n",
-        d.report.summary.threshold_pct
+        "## The 3-way table (primary metric, median of repeats; {})\n",
+        crate::store::render::method_note(&d.report.summary)
     );
     let _ = writeln!(o, "| commit | {} | human vs baseline |", vs.join(" | "));
     let _ = writeln!(o, "|---|{}---|", "---|".repeat(vs.len()));
@@ -265,7 +254,17 @@ pub fn markdown(d: &Digest) -> String {
             &row.commit[..row.commit.len().min(8)],
             cell(&row.title),
             vals.join(" | "),
-            cell(&verdict_text(row, "human vs baseline"))
+            cell(
+                &[verdict_text(&d.report, row, "human vs baseline")]
+                    .into_iter()
+                    .chain(
+                        flags_text(row, "human vs baseline")
+                            .into_iter()
+                            .map(|f| format!("⚑ {f}"))
+                    )
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
         );
     }
     o.push('\n');

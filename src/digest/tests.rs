@@ -12,6 +12,7 @@ fn doc(commit: &str, variant: Variant, end: RunState, tput: Option<f64>) -> RunD
         title: "speed <up> & \"more\"".into(),
         variant,
         repeat: 0,
+        warmup: false,
         model: Some("m".into()),
         gpu: "H100:1".into(),
         gpus: 1,
@@ -101,7 +102,12 @@ fn night() -> Vec<RunDoc> {
 fn digest_counts_failures_waiting_fixes_and_gpu_hours() {
     let docs = night();
     let refs: Vec<&RunDoc> = docs.iter().collect();
-    let d = build("iso", &refs, 2.0, 0);
+    let d = build(
+        "iso",
+        &refs,
+        &crate::store::report::Options::with_threshold(2.0),
+        0,
+    );
     assert_eq!(d.total_runs(), 5);
     assert_eq!(d.counts["success"], 3);
     assert_eq!(d.counts["failed"], 1);
@@ -120,7 +126,12 @@ fn digest_counts_failures_waiting_fixes_and_gpu_hours() {
 fn markdown_has_every_section_and_worded_verdicts() {
     let docs = night();
     let refs: Vec<&RunDoc> = docs.iter().collect();
-    let md = markdown(&build("iso", &refs, 2.0, 0));
+    let md = markdown(&build(
+        "iso",
+        &refs,
+        &crate::store::report::Options::with_threshold(2.0),
+        0,
+    ));
     for h in [
         "# Morning digest: iso",
         "## Waiting for a decision (1)",
@@ -133,7 +144,10 @@ fn markdown_has_every_section_and_worded_verdicts() {
         assert!(md.contains(h), "missing {h}:\n{md}");
     }
     // Human 110 vs baseline 100 throughput: a win, worded with its direction.
-    assert!(md.contains("win (better 10.0%)"), "{md}");
+    assert!(
+        md.contains("better (more tok/s 10.0%; threshold uncalibrated ±2%)"),
+        "{md}"
+    );
     assert!(md.contains("| 100.0 | 110.0 | 95.0 |"), "{md}");
     assert!(md.contains("failed (cuda_oom)"), "{md}");
 }
@@ -142,7 +156,12 @@ fn markdown_has_every_section_and_worded_verdicts() {
 fn html_is_self_contained_and_escaped() {
     let docs = night();
     let refs: Vec<&RunDoc> = docs.iter().collect();
-    let page = html::render(&build("iso <night>", &refs, 2.0, 0));
+    let page = html::render(&build(
+        "iso <night>",
+        &refs,
+        &crate::store::report::Options::with_threshold(2.0),
+        0,
+    ));
     assert!(page.starts_with("<!doctype html>"));
     assert!(page.contains("<table id=\"threeway\">"));
     assert!(page.contains("<svg"));
@@ -153,12 +172,17 @@ fn html_is_self_contained_and_escaped() {
     assert!(page.contains("iso &lt;night&gt;"));
     assert!(page.contains("speed &lt;up&gt; &amp; &quot;more&quot;"));
     assert!(!page.contains("<GPU 0>"));
-    assert!(page.contains("class=\"win\">win (better 10.0%)"));
+    assert!(page.contains("class=\"win\">better (more tok/s 10.0%; threshold uncalibrated ±2%)"));
 }
 
 #[test]
 fn empty_night_renders() {
-    let d = build("empty", &[], 2.0, 0);
+    let d = build(
+        "empty",
+        &[],
+        &crate::store::report::Options::with_threshold(2.0),
+        0,
+    );
     assert_eq!(d.total_runs(), 0);
     assert!(markdown(&d).contains("Nothing is waiting."));
     assert!(html::render(&d).contains("No failures."));

@@ -225,8 +225,7 @@ impl Engine {
                 }
                 if let Some(spec) = self.plan.runs.get(i) {
                     if *to == RunState::Queued && spec.gpus <= self.opts.gpus {
-                        self.queue
-                            .push(i, spec.commit, spec.variant.order(), spec.gpus);
+                        self.queue.push(i, spec.commit, spec.order, spec.gpus);
                     } else if *to != RunState::Queued {
                         self.queue.remove(i);
                     }
@@ -549,8 +548,7 @@ impl Engine {
         for (i, r) in self.state.runs.iter().enumerate() {
             let spec = &self.plan.runs[i];
             if r.state == RunState::Queued && spec.gpus <= self.opts.gpus {
-                self.queue
-                    .push(i, spec.commit, spec.variant.order(), spec.gpus);
+                self.queue.push(i, spec.commit, spec.order, spec.gpus);
             }
         }
         self.schedule_dirty = true;

@@ -97,25 +97,9 @@ impl ParseResult {
         self.metrics.get("successful_requests").copied()
     }
 
-    /// The one number a queue cell shows.
+    /// The one number a queue cell shows (the kind's headline, `crate::metric`).
     pub fn headline(&self) -> Option<(&'static str, f64)> {
-        let order: &[&'static str] = match self.kind {
-            Kind::Serving => &[
-                "output_throughput_tok_s",
-                "total_throughput_tok_s",
-                "request_throughput_req_s",
-                "e2el_mean_ms",
-            ],
-            Kind::Throughput => &[
-                "throughput_output_tok_s",
-                "throughput_total_tok_s",
-                "throughput_req_s",
-            ],
-            Kind::Latency => &["latency_avg_s", "latency_p50_s"],
-            Kind::PrefixCaching => &["elapsed_s"],
-            Kind::Unknown => &[],
-        };
-        order
+        crate::metric::headline_keys(self.kind)
             .iter()
             .find_map(|k| self.metrics.get(*k).map(|v| (*k, *v)))
     }

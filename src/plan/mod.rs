@@ -10,13 +10,15 @@ pub mod import;
 mod raw;
 pub mod report;
 mod resolve;
+mod schedule;
 pub mod source;
 pub mod template;
 
 pub use command::{BenchKind, CommandView};
 pub use datasets::{expand_path, static_invocation, DATASET_HINT};
 pub use gpu::GpuConfig;
-pub use raw::{OnInvalid, SimSpec};
+pub use raw::{OnInvalid, SimSpec, Warmup};
+pub use schedule::schedule;
 pub use source::Loc;
 
 use crate::model::{RunId, Variant};
@@ -99,6 +101,7 @@ pub struct Defaults {
     pub run_timeout_s: u64,
     pub timeout_s_by_gpus: BTreeMap<u32, u64>,
     pub repeats: u32,
+    pub warmup: Warmup,
     pub variants: Vec<String>,
     /// `variants` was written in the plan (not the built-in default).
     #[serde(skip)]
@@ -176,6 +179,12 @@ pub struct RunSpec {
     pub variant: Variant,
     /// 0-based repeat index (plans with `repeats > 1`).
     pub repeat: u32,
+    /// A warm-up repeat (`warmup = "discard_first"`): run and stored, left out of the
+    /// statistics.
+    pub warmup: bool,
+    /// Position among the commit's runs for the scheduler: the variant order with one
+    /// repeat, else the slot in the seeded randomised-block schedule (see [`schedule`]).
+    pub order: u8,
     /// Stable textual key: `<commit12>/<variant>[/r<N>]`; survives plan edits.
     pub key: String,
     pub image: Option<String>,
@@ -643,6 +652,7 @@ impl Builder {
             run_timeout_s: d.run_timeout_s.unwrap_or(3600),
             timeout_s_by_gpus: by_gpus,
             repeats: d.repeats.unwrap_or(1).max(1),
+            warmup: d.warmup.unwrap_or_default(),
             variants_explicit: d.variants.is_some(),
             variants_loc: d
                 .variants
@@ -1127,9 +1137,25 @@ impl Builder {
             {
                 short_commit_template += 1;
             }
-            for v in variants {
-                for repeat in 0..defaults.repeats {
-                    let key = if defaults.repeats > 1 {
+            let repeats = match rc.and_then(|r| r.repeats) {
+                Some(0) => {
+                    self.error(
+                        fl.and_then(|f| f.loc("repeats")),
+                        Some(&c.commit),
+                        "repeats",
+                        "repeats must be at least 1".into(),
+                    );
+                    1
+                }
+                Some(n) => n,
+                None => defaults.repeats,
+            };
+            for (order, (v, repeat)) in schedule(&c.commit, &variants, repeats)
+                .into_iter()
+                .enumerate()
+            {
+                {
+                    let key = if repeats > 1 {
                         format!(
                             "{}/{}/r{}",
                             &c.commit[..c.commit.len().min(12)],
@@ -1213,6 +1239,14 @@ impl Builder {
                         commit: ci,
                         variant: v.clone(),
                         repeat,
+                        warmup: repeat == 0
+                            && repeats > 1
+                            && defaults.warmup == Warmup::DiscardFirst,
+                        order: if repeats > 1 {
+                            u8::try_from(order).unwrap_or(u8::MAX)
+                        } else {
+                            v.order()
+                        },
                         key,
                         image,
                         patch,

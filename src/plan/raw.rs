@@ -38,12 +38,26 @@ pub struct RawDefaults {
     pub run_timeout_s: Option<u64>,
     pub timeout_s_by_gpus: Option<BTreeMap<String, u64>>,
     pub repeats: Option<u32>,
+    /// What the first of several repeats is for (default `none`).
+    pub warmup: Option<Warmup>,
     pub variants: Option<Vec<String>>,
     pub on_invalid: Option<OnInvalid>,
     pub vllm_src: Option<String>,
     /// Fetch model weights into `hf_cache` on the host before each server starts
     /// (default true); false leaves it to vLLM inside the container.
     pub fetch_weights: Option<bool>,
+}
+
+/// The warm-up policy for runs with repeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Warmup {
+    /// Every repeat counts.
+    #[default]
+    None,
+    /// The first repeat of each variant warms caches and clocks: it is run and stored, but
+    /// left out of the statistics (and marked so).
+    DiscardFirst,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
@@ -102,6 +116,8 @@ pub struct RawCommit {
     pub vllm_version: Option<String>,
     /// nightshift extension: variants for this commit only (default: `[defaults].variants`).
     pub variants: Option<Vec<String>>,
+    /// nightshift extension: repeats for this commit only (default: `[defaults].repeats`).
+    pub repeats: Option<u32>,
     /// nightshift extension, read only by the sim runtime: the outcome to reproduce.
     pub sim: Option<SimSpec>,
 }

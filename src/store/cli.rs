@@ -211,12 +211,16 @@ fn copy_db(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `results --format`: `json` is one document, `jsonl` one results record per line.
+pub const FORMATS: &[&str] = &["table", "json", "jsonl", "csv", "md"];
+
 /// `results`' arguments checked before any store is opened: Err is the message and exit 2.
 pub fn check_results_args(format: &str, filter: Option<&str>) -> Result<(), String> {
     report::parse_filter(filter.unwrap_or("")).map_err(|e| format!("--filter: {e}"))?;
-    if !["table", "json", "csv", "md"].contains(&format) {
+    if !FORMATS.contains(&format) {
         return Err(format!(
-            "--format `{format}` (expected table, json, csv or md)"
+            "--format `{format}` (expected one of: {})",
+            FORMATS.join(", ")
         ));
     }
     Ok(())
@@ -297,11 +301,17 @@ pub fn results_text(
         .into_iter()
         .filter(|d| report::matches(d, filter))
         .collect();
+    if format == "jsonl" {
+        return Ok(report::render_jsonl(&docs));
+    }
+    let mut opts = report::Options::with_threshold(threshold);
+    opts.calibration = store.calibration();
+    let r = report::build(&docs, &opts);
     Ok(match format {
-        "json" => report::render_json(&docs),
-        "csv" => report::render_csv(&docs),
-        "md" => report::render_md(&report::build(&docs, threshold)),
-        _ => report::render_table(&report::build(&docs, threshold)),
+        "json" => report::render_json(&r, &docs),
+        "csv" => report::render_csv(&r, &docs),
+        "md" => report::render_md(&r),
+        _ => report::render_table(&r),
     })
 }
 
@@ -312,7 +322,9 @@ pub fn digest_for(store: &Store, format: &str) -> Result<String, (i32, String)> 
         .map_err(|e| (2, format!("store {}: {e:#}", store.dir().display())))?;
     let docs = store.in_order(&all);
     let name = store.plan().map_or("sweep", |p| p.name.as_str());
-    let d = crate::digest::build(name, &docs, 2.0, crate::event::now_ms());
+    let mut opts = report::Options::with_threshold(2.0);
+    opts.calibration = store.calibration();
+    let d = crate::digest::build(name, &docs, &opts, crate::event::now_ms());
     match format {
         "md" => Ok(crate::digest::markdown(&d)),
         "html" => Ok(crate::digest::html::render(&d)),

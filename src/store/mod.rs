@@ -12,8 +12,11 @@
 //! Full logs stay in files under `<store>/logs`; the ending event of an attempt names them.
 
 pub mod cli;
+pub mod comparable;
+mod filter;
 mod history;
 pub mod record;
+pub mod render;
 pub mod report;
 pub mod resume;
 pub mod show;
@@ -119,6 +122,7 @@ impl Drop for TempCopy {
 const K_SCHEMA: &[u8] = b"schema_version";
 const K_PLAN: &[u8] = b"plan";
 const K_LIVES: &[u8] = b"lives";
+const K_CALIBRATION: &[u8] = b"calibration";
 
 fn u32_of(v: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(v.try_into().ok()?))
@@ -319,6 +323,22 @@ impl Store {
         self.backend
             .put(Tree::Meta, K_LIVES, &self.life.to_be_bytes())?;
         Ok(self.life)
+    }
+
+    /// The box's noise bands from `nightshift calibrate` (empty when never calibrated, or
+    /// unreadable: a report then says "threshold uncalibrated" rather than failing).
+    pub fn calibration(&self) -> crate::stats::Calibration {
+        self.backend
+            .get(Tree::Meta, K_CALIBRATION)
+            .ok()
+            .flatten()
+            .and_then(|b| dec(&b).ok())
+            .unwrap_or_default()
+    }
+
+    pub fn put_calibration(&mut self, c: &crate::stats::Calibration) -> anyhow::Result<()> {
+        self.backend.put(Tree::Meta, K_CALIBRATION, &enc(c)?)?;
+        self.backend.flush()
     }
 
     /// Save the plan snapshot without its run list: each run's summary holds its part, and

@@ -18,6 +18,9 @@ pub struct RunInfo {
     pub title: String,
     pub variant: Variant,
     pub repeat: u32,
+    /// A warm-up repeat: stored, left out of the statistics.
+    #[serde(default)]
+    pub warmup: bool,
     pub model: Option<String>,
     /// `TYPE:COUNT`, e.g. `H100:1`.
     pub gpu: String,
@@ -39,6 +42,7 @@ impl RunInfo {
             title: c.title.clone(),
             variant: spec.variant.clone(),
             repeat: spec.repeat,
+            warmup: spec.warmup,
             model: c.model.clone(),
             gpu: c.gpu.to_string(),
             gpus: spec.gpus,

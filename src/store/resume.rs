@@ -266,6 +266,7 @@ mod tests {
             title: String::new(),
             variant: Variant::Baseline,
             repeat: 0,
+            warmup: false,
             model: Some("m".into()),
             gpu: "H100:1".into(),
             gpus: 1,

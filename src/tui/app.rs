@@ -679,12 +679,13 @@ impl App {
         }
     }
 
-    /// Headline metric change against this commit's baseline, in percent.
+    /// The headline metric's improvement over this commit's baseline, in percent (positive
+    /// is better whichever way the metric points; `crate::metric::delta_label` words it).
     pub fn delta_pct(&self, run: RunId) -> Option<f64> {
         let base = self.baseline_of.get(run.0 as usize).copied().flatten()?;
         let (k, v) = headline(&self.state.run(run).metrics)?;
         let b = *self.state.run(base).metrics.get(k)?;
-        (b != 0.0).then(|| (v - b) / b * 100.0)
+        crate::metric::improvement_pct(k, v, b)
     }
 
     // ---- keys ---------------------------------------------------------------------
@@ -1204,18 +1205,8 @@ pub fn run_category(state: &RunState, finding: Option<&crate::event::Finding>) -
     }
 }
 
-/// The one number shown in a queue cell: throughput where there is one.
-pub fn headline(metrics: &BTreeMap<String, f64>) -> Option<(&'static str, f64)> {
-    const KEYS: [&str; 6] = [
-        "output_throughput_tok_s",
-        "throughput_total_tok_s",
-        "throughput_req_s",
-        "latency_avg_s",
-        "input_throughput_tok_s",
-        "ttft_mean_ms",
-    ];
-    KEYS.iter().find_map(|k| metrics.get(*k).map(|v| (*k, *v)))
-}
+/// The one number shown in a queue cell: the kind's headline metric.
+pub use crate::metric::headline;
 
 /// Byte ranges of `q` in `s`; smart case (case-insensitive unless `q` has capitals).
 pub fn find_all<'a>(s: &'a str, q: &'a str) -> Box<dyn Iterator<Item = (usize, usize)> + 'a> {

@@ -143,11 +143,15 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     }
     // Metrics with deltas.
     let base = app.baseline_of.get(run.0 as usize).copied().flatten();
-    let kw = w.saturating_sub(33).clamp(8, 28);
+    // Δ is worded ("more tok/s 12.3%") where there is room, else an arrow (▲ better,
+    // ▼ worse): never a bare sign whose meaning depends on the metric.
+    let wide = w >= 64;
+    let dw = if wide { 17 } else { 8 };
+    let kw = w.saturating_sub(24 + dw).clamp(8, 28);
     if !r.metrics.is_empty() {
         lines.push(Line::from(Span::styled(
             format!(
-                "{:<kw$}{:>12}{:>12}{:>9}",
+                "{:<kw$}{:>12}{:>12}{:>dw$}",
                 "metric", "value", "baseline", "Δ"
             ),
             t.dim(),
@@ -156,18 +160,25 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     for (k, v) in &r.metrics {
         let b = base.and_then(|b| app.state.run(b).metrics.get(k).copied());
         let (bs, ds, dstyle) = match b {
-            Some(b) if b != 0.0 => {
-                let d = (v - b) / b * 100.0;
-                let better = if lower_is_better(k) { d < 0.0 } else { d > 0.0 };
-                let st = if d.abs() < 1.0 {
-                    t.dim()
-                } else if better {
-                    Style::default().fg(t.ok)
-                } else {
-                    Style::default().fg(t.fail)
-                };
-                (fmt_num(b), format!("{d:+.1}%"), st)
-            }
+            Some(b) => match crate::metric::improvement_pct(k, *v, b) {
+                // An improvement, worded with its direction by the one metric table.
+                Some(d) => {
+                    let st = if d.abs() < 1.0 {
+                        t.dim()
+                    } else if d > 0.0 {
+                        Style::default().fg(t.ok)
+                    } else {
+                        Style::default().fg(t.fail)
+                    };
+                    let text = if wide {
+                        crate::metric::delta_label(k, d)
+                    } else {
+                        crate::metric::delta_short(d)
+                    };
+                    (fmt_num(b), text, st)
+                }
+                None => (fmt_num(b), String::new(), t.dim()),
+            },
             _ => ("-".into(), String::new(), t.dim()),
         };
         lines.push(Line::from(vec![
@@ -176,14 +187,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 t.text(),
             ),
             Span::styled(format!("{bs:>12}"), t.dim()),
-            Span::styled(format!("{ds:>9}"), dstyle),
+            Span::styled(format!("{ds:>dw$}"), dstyle),
         ]));
     }
     f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
-}
-
-pub fn lower_is_better(key: &str) -> bool {
-    key.ends_with("_ms") || key.starts_with("latency") || key == "elapsed_s" || key == "duration_s"
 }
 
 /// "aimv2_conflict — press f to apply fix aimv2-exist-ok, r to retry, s to skip".

@@ -86,12 +86,13 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             let cat = run_category(&rec.state, rec.finding.as_ref())
                 .map(|c| c.to_string())
                 .unwrap_or_default();
-            let head = headline(&rec.metrics)
-                .map(|(k, v)| format!("{} {}", fmt_num(v), short_key(k)))
+            let head = headline(&rec.metrics);
+            let delta = head
+                .zip(app.delta_pct(*run))
+                .map(|((k, _), d)| crate::metric::delta_label(k, d))
                 .unwrap_or_default();
-            let delta = app
-                .delta_pct(*run)
-                .map(|d| format!("{d:+.1}%"))
+            let head = head
+                .map(|(k, v)| format!("{} {}", fmt_num(v), crate::metric::short_name(k)))
                 .unwrap_or_default();
             let model = c.model.as_deref().unwrap_or("-");
             let row = Row::new(vec![
@@ -123,7 +124,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(12),
         Constraint::Length(22),
         Constraint::Length(16),
-        Constraint::Length(8),
+        Constraint::Length(16),
         Constraint::Length(7),
         Constraint::Min(10),
     ];
@@ -140,17 +141,5 @@ fn status_word(s: &crate::model::RunState) -> String {
         RunState::Active { stage } => stage.short().into(),
         RunState::Held { .. } => "held".into(),
         RunState::Finished { outcome } => outcome.status().into(),
-    }
-}
-
-fn short_key(k: &str) -> &'static str {
-    match k {
-        "output_throughput_tok_s" => "out tok/s",
-        "throughput_total_tok_s" => "tok/s",
-        "throughput_req_s" => "req/s",
-        "latency_avg_s" => "s avg",
-        "input_throughput_tok_s" => "in tok/s",
-        "ttft_mean_ms" => "ms ttft",
-        _ => "",
     }
 }
