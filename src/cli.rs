@@ -265,9 +265,11 @@ pub enum Cmd {
         #[arg(long)]
         plan: Option<PathBuf>,
     },
-    /// Benchmarks: `engine` (sim at max speed), `store`, `parse`, or `tui` (frame times; try --runs 1000).
+    /// Benchmarks: `engine` (sim at max speed), `store`, `stats`, `parse`, or `tui` (frame times; try --runs 1000).
     Bench {
-        /// engine | store | parse | tui | night (images, link and disk over the seed mix) |
+        /// engine | store | stats (false positives and power of the verdicts on simulated
+        /// A/A and true effects; --runs = comparisons per row, default 2000) | parse | tui |
+        /// night (images, link and disk over the seed mix) |
         /// attach (a client's first frame from a live daemon) | daemon (its RSS over a sim night)
         what: String,
         /// Runs for the engine, store and tui benchmarks.
@@ -533,6 +535,19 @@ pub fn run(cli: Cli) -> i32 {
         } => match what.as_str() {
             "engine" => crate::bench::engine(runs),
             "store" => crate::store::cli::bench(runs),
+            "stats" => {
+                // Comparisons per table row: --runs, capped so the default finishes fast.
+                let m = if runs == 10_000 {
+                    2_000
+                } else {
+                    runs.clamp(10, 100_000)
+                };
+                print!(
+                    "{}",
+                    crate::stats::power::report(7, m, &crate::stats::Config::default())
+                );
+                0
+            }
             "tui" => crate::tui::bench::run(runs.min(100_000)),
             "attach" => crate::daemon::bench::attach(runs.min(100_000)),
             "daemon" => crate::daemon::bench::daemon(runs, size_mb),
@@ -555,7 +570,7 @@ pub fn run(cli: Cli) -> i32 {
             },
             other => {
                 eprintln!(
-                    "error: unknown benchmark `{other}` (expected engine, store, parse, tui or night)"
+                    "error: unknown benchmark `{other}` (expected engine, store, stats, parse, tui, night, attach or daemon)"
                 );
                 2
             }

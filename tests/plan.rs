@@ -448,3 +448,46 @@ fn a_parent_matching_two_commits_is_ambiguous_and_one_match_is_not() {
     assert!(load(plan("abcdef123456")).is_ok());
     assert!(load(plan("abcdef1234567aaaa")).is_ok());
 }
+
+#[test]
+fn repeats_per_plan_and_per_commit_interleave_with_a_discarded_warmup() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("minimal.toml"))
+        .unwrap()
+        .replace(
+            "[defaults]\n",
+            "[defaults]\nrepeats = 2\nwarmup = \"discard_first\"\n",
+        )
+        + "\n[[commits]]\ncommit = \"4b243095e5e7b655b63ab08fbd5936cb40850415\"\nparent = \"64172a976c8d975b3aec946f1675716d2532d94f\"\nmodel = \"m\"\nrepeats = 4\nperf_command = 'python benchmarks/benchmark_serving.py --model m'\n";
+    let path = dir.path().join("plan.toml");
+    std::fs::write(&path, text).unwrap();
+    let p = Plan::load(&path).unwrap();
+    let of = |c: usize| p.runs.iter().filter(|r| r.commit == c).collect::<Vec<_>>();
+    assert_eq!(of(0).len(), 6);
+    assert_eq!(of(1).len(), 12);
+    // Keys name the repeat; the first repeat of each variant is the warm-up.
+    assert!(of(1).iter().any(|r| r.key == "4b243095e5e7/human/r4"));
+    for r in of(1) {
+        assert_eq!(r.warmup, r.repeat == 0, "{}", r.key);
+    }
+    // Randomised blocks: every block of the schedule holds one repeat of each variant, and
+    // the scheduler's order follows the blocks, not the variants.
+    let mut runs = of(1);
+    runs.sort_by_key(|r| r.order);
+    for (i, block) in runs.chunks(3).enumerate() {
+        assert!(block.iter().all(|r| r.repeat == i as u32), "{i}");
+    }
+    // repeats = 0 on a commit is an error naming the field.
+    let bad = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("repeats = 4", "repeats = 0");
+    std::fs::write(&path, bad).unwrap();
+    match Plan::load(&path) {
+        Err(LoadError::Invalid(d)) => {
+            assert!(d
+                .iter()
+                .any(|d| d.to_string().contains("repeats must be at least 1")))
+        }
+        other => panic!("{:?}", other.map(|p| p.runs.len())),
+    }
+}

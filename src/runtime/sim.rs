@@ -3,6 +3,7 @@
 //! deterministic for a seed. It stands in for Docker + a GPU + vLLM; it does not cover
 //! real timing noise, real container lifecycles or real parsing edge cases in the wild.
 
+pub mod noise;
 mod text;
 
 use super::{RunEnd, RunJob, RunReport, RunSink, Runtime};
@@ -43,6 +44,8 @@ impl std::str::FromStr for Speed {
 
 pub struct SimRuntime {
     speed: Speed,
+    /// This simulated box's run-to-run noise.
+    noise: noise::BoxNoise,
     /// Images "pulled" so far: the first run of an image shows a pull with progress.
     pulled: Mutex<HashSet<String>>,
 }
@@ -61,8 +64,15 @@ impl SimRuntime {
     pub fn new(speed: Speed) -> Self {
         SimRuntime {
             speed,
+            noise: noise::BoxNoise::of(0),
             pulled: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// Another simulated box: its own noise levels and drift (`--seed`).
+    pub fn on_box(mut self, box_seed: u64) -> Self {
+        self.noise = noise::BoxNoise::of(box_seed);
+        self
     }
 
     /// Sleep `secs` of simulated time; false when cancelled.
@@ -199,6 +209,20 @@ impl Runtime for SimRuntime {
         }
 
         sink.stage(Stage::StartingContainer).await;
+        // What a real box records for comparability checks: the driver and the GPUs.
+        for (key, value) in [
+            ("driver", "550.54.15 (simulated)".to_string()),
+            (
+                "gpu_names",
+                format!("{}× NVIDIA H100 80GB HBM3 (simulated)", job.gpus.len()),
+            ),
+        ] {
+            sink.send(super::RuntimeMsg::Provenance {
+                key: key.into(),
+                value,
+            })
+            .await;
+        }
         log!(
             Stream::Docker,
             Pipe::Stdout,
@@ -422,23 +446,15 @@ impl Runtime for SimRuntime {
             }
             _ => {}
         }
-        let scale = variant_scale(&job, &mut rng);
-        for l in text::result_block(job.kind, era, scale, &mut rng) {
+        // The variant's true effect, the same on every repeat, under this box's noise at
+        // this run's place in the night.
+        let effect = noise::true_effect(&job.commit, &job.variant);
+        let draw = noise::draw(&self.noise, job.seed, u64::from(job.run.0));
+        for l in text::result_block(job.kind, era, effect, &draw) {
             log!(Stream::Bench, Pipe::Stdout, l);
         }
         RunReport::new(RunEnd::BenchExited { exit_code: 0 })
     }
-}
-
-/// Variants differ a little, as real ones do: human and agent patches move performance by
-/// a few percent either way (a deterministic function of the seed).
-fn variant_scale(job: &RunJob, rng: &mut ChaCha8Rng) -> f64 {
-    let base = match job.variant {
-        crate::model::Variant::Baseline => 1.0,
-        crate::model::Variant::Human => 1.0 + rng.random_range(-0.04..0.12),
-        crate::model::Variant::Agent(_) => 1.0 + rng.random_range(-0.08..0.10),
-    };
-    base * (1.0 + rng.random_range(-0.01..0.01))
 }
 
 pub fn kind_label(k: BenchKind) -> &'static str {

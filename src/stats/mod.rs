@@ -19,6 +19,7 @@
 
 pub mod band;
 pub mod median;
+pub mod power;
 pub mod rank;
 
 pub use band::{Band, Calibration};

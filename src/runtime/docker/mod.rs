@@ -784,6 +784,10 @@ impl DockerRuntime {
             value: info.id.clone(),
         })
         .await;
+        // The driver and GPU models, so `results` can flag comparisons across either.
+        for (key, value) in gpu_facts(&job.gpus) {
+            sink.send(RuntimeMsg::Provenance { key, value }).await;
+        }
         if let Some(d) = &info.digest {
             sink.send(RuntimeMsg::Provenance {
                 key: "image_digest".into(),
@@ -1140,6 +1144,25 @@ pub fn min_gpu_memory() -> Option<u64> {
         .filter_map(|i| nvml.device_by_index(i).ok()?.memory_info().ok())
         .map(|m| m.total)
         .min()
+}
+
+/// The NVIDIA driver version and the names of `gpus`, from NVML (nothing without it).
+fn gpu_facts(gpus: &[u32]) -> Vec<(String, String)> {
+    let Ok(nvml) = nvml_wrapper::Nvml::init() else {
+        return Vec::new();
+    };
+    let mut v = Vec::new();
+    if let Ok(d) = nvml.sys_driver_version() {
+        v.push(("driver".to_string(), d));
+    }
+    let names: Vec<String> = gpus
+        .iter()
+        .filter_map(|i| nvml.device_by_index(*i).ok()?.name().ok())
+        .collect();
+    if !names.is_empty() {
+        v.push(("gpu_names".to_string(), names.join(", ")));
+    }
+    v
 }
 
 pub fn visible_gpus() -> u32 {

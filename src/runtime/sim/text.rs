@@ -286,14 +286,17 @@ fn row(label: &str, value: String) -> String {
     format!("{label:<40} {value:<10}")
 }
 
-pub fn result_block(kind: BenchKind, era: Era, scale: f64, rng: &mut ChaCha8Rng) -> Vec<String> {
-    let j = |rng: &mut ChaCha8Rng, x: f64| x * rng.random_range(0.97..1.03);
+/// The result block of a run whose variant has `effect` (1.0 = baseline speed) and whose
+/// noise is `d` ([`super::noise`]).
+pub fn result_block(kind: BenchKind, era: Era, effect: f64, d: &super::noise::Draw) -> Vec<String> {
+    let lat = |x: f64| x / effect * d.latency;
     match kind {
         BenchKind::Serving => {
             let n = 100;
-            let dur = j(rng, 30.0) / scale;
+            let s = super::noise::serving(effect, d);
+            let dur = s.duration_s;
             let inp = 21_523;
-            let outp = 19_835;
+            let outp = s.output_tokens as u64;
             let mut v = vec!["============ Serving Benchmark Result ============".to_string()];
             v.push(row("Successful requests:", n.to_string()));
             if era == Era::V011 {
@@ -337,22 +340,23 @@ pub fn result_block(kind: BenchKind, era: Era, scale: f64, rng: &mut ChaCha8Rng)
                 ("Inter-token Latency", "ITL", 11.5),
             ] {
                 v.push(format!("{:-^50}", title));
-                let mean = j(rng, base) / scale;
+                let mean = lat(base);
                 v.push(row(&format!("Mean {short} (ms):"), format!("{mean:.2}")));
                 v.push(row(
                     &format!("Median {short} (ms):"),
                     format!("{:.2}", mean * 0.92),
                 ));
+                // Tails are noisier than means.
                 v.push(row(
                     &format!("P99 {short} (ms):"),
-                    format!("{:.2}", mean * 2.7),
+                    format!("{:.2}", mean * 2.7 * d.tail / d.latency),
                 ));
             }
             v.push("=".repeat(50));
             v
         }
         BenchKind::Throughput => {
-            let req = j(rng, 24.6) * scale;
+            let req = 24.6 * effect * d.throughput;
             let tot = req * 437.2;
             if era < Era::V06 {
                 vec![format!(
@@ -362,13 +366,16 @@ pub fn result_block(kind: BenchKind, era: Era, scale: f64, rng: &mut ChaCha8Rng)
                 let mut v = vec![format!("Throughput: {req:.2} requests/s, {tot:.2} total tokens/s, {:.2} output tokens/s", tot * 0.49)];
                 if era >= Era::V08 {
                     v.push("Total num prompt tokens:  221443".into());
-                    v.push("Total num output tokens:  215690".into());
+                    v.push(format!(
+                        "Total num output tokens:  {:.0}",
+                        215_690.0 * d.tokens
+                    ));
                 }
                 v
             }
         }
         BenchKind::Latency => {
-            let avg = j(rng, 1.73) / scale;
+            let avg = lat(1.73);
             let mut v = vec![
                 "Warming up...".to_string(),
                 format!("Avg latency: {avg} seconds"),
@@ -388,7 +395,7 @@ pub fn result_block(kind: BenchKind, era: Era, scale: f64, rng: &mut ChaCha8Rng)
         BenchKind::PrefixCaching => vec![
             "Testing filtered requests".to_string(),
             "------start generating------".to_string(),
-            format!("cost time {}", j(rng, 12.9) / scale),
+            format!("cost time {}", lat(12.9)),
         ],
     }
 }

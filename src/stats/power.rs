@@ -1,0 +1,247 @@
+//! `nightshift bench stats`: how often the verdicts of [`super::compare`] are wrong on a
+//! simulated box. A/A comparisons (nothing changed) give the false-positive rate; true
+//! effects of 3, 5 and 10% give the power, for 1, 3 and 5 repeats a side. The runs come
+//! from the sim runtime's own noise model ([`crate::runtime::sim::noise`]) and the
+//! verdicts from the same code `results` uses, with the band calibrated the way
+//! `nightshift calibrate` does it: repeated identical runs of one variant.
+
+use super::{band, compare, Band, Config, Method, Verdict};
+use crate::runtime::sim::noise::{self, BoxNoise};
+use std::fmt::Write;
+
+/// The metric the verdicts are on: the serving headline.
+pub const METRIC: &str = "output_throughput_tok_s";
+
+/// One cell of the table: N repeats a side, a true effect, and how the verdicts fell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub n: usize,
+    /// True improvement in percent (0 = A/A).
+    pub effect_pct: f64,
+    pub comparisons: usize,
+    pub better: usize,
+    pub worse: usize,
+    pub no_change: usize,
+    pub inconclusive: usize,
+    pub method: Option<Method>,
+}
+
+impl Row {
+    fn pct(&self, k: usize) -> f64 {
+        k as f64 * 100.0 / self.comparisons.max(1) as f64
+    }
+    /// Verdicts that claim a change: the false positives of an A/A row.
+    pub fn changed_pct(&self) -> f64 {
+        self.pct(self.better + self.worse)
+    }
+    /// Verdicts that find the true improvement: the power of an effect row.
+    pub fn power_pct(&self) -> f64 {
+        self.pct(self.better)
+    }
+}
+
+/// One run's headline on the box: the sim's own serving computation.
+fn run_value(b: &BoxNoise, effect: f64, seed: u64, slot: u64) -> f64 {
+    noise::serving(effect, &noise::draw(b, seed, slot)).output_throughput
+}
+
+/// The band an A/A calibration on this box would store: `groups` groups of `repeats`
+/// identical baseline runs, each group back to back somewhere in the night.
+pub fn calibrate(b: &BoxNoise, box_seed: u64, groups: usize, repeats: usize) -> Option<Band> {
+    let data: Vec<Vec<f64>> = (0..groups)
+        .map(|g| {
+            (0..repeats)
+                .map(|r| {
+                    let seed = noise::seed_of(&[
+                        "calibrate",
+                        &box_seed.to_string(),
+                        &g.to_string(),
+                        &r.to_string(),
+                    ]);
+                    run_value(b, 1.0, seed, (g * 97 + r) as u64)
+                })
+                .collect()
+        })
+        .collect();
+    band::learn(&data, "calibrate")
+}
+
+/// `m` comparisons of N runs a side with a true effect, the runs of the two sides
+/// interleaved (as the scheduler's randomised blocks do) at spread-out places in the night.
+pub fn simulate(
+    b: &BoxNoise,
+    band: Option<&Band>,
+    cfg: &Config,
+    n: usize,
+    effect_pct: f64,
+    m: usize,
+) -> Row {
+    let mut row = Row {
+        n,
+        effect_pct,
+        comparisons: 0,
+        better: 0,
+        worse: 0,
+        no_change: 0,
+        inconclusive: 0,
+        method: None,
+    };
+    let effect = 1.0 + effect_pct / 100.0;
+    let tag = format!("{n}/{effect_pct}");
+    for j in 0..m {
+        let slot0 = (j * 2 * n) as u64 * 7;
+        let side = |which: &str, eff: f64, off: u64| -> Vec<f64> {
+            (0..n)
+                .map(|k| {
+                    let seed = noise::seed_of(&[&tag, which, &j.to_string(), &k.to_string()]);
+                    run_value(b, eff, seed, slot0 + 2 * k as u64 + off)
+                })
+                .collect()
+        };
+        let reference = side("a", 1.0, 0);
+        let candidate = side("b", effect, 1);
+        let Some(c) = compare(METRIC, &candidate, &reference, band, cfg) else {
+            continue;
+        };
+        row.comparisons += 1;
+        row.method.get_or_insert(c.method);
+        match c.verdict {
+            Verdict::Better => row.better += 1,
+            Verdict::Worse => row.worse += 1,
+            Verdict::NoChange => row.no_change += 1,
+            Verdict::Inconclusive => row.inconclusive += 1,
+        }
+    }
+    row
+}
+
+/// The whole benchmark: the table and the closing line.
+pub fn report(box_seed: u64, m: usize, cfg: &Config) -> String {
+    let b = BoxNoise::of(box_seed);
+    let band = calibrate(&b, box_seed, 40, 5);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "bench stats: simulated box {box_seed}: throughput CV {:.1}%, p99 CV {:.1}%, drift ±{:.1}%/{:.0} runs, outliers {:.0}% at -{:.0}%",
+        b.cv_throughput * 100.0,
+        b.cv_tail * 100.0,
+        b.drift * 100.0,
+        b.drift_period,
+        b.outlier_p * 100.0,
+        b.outlier_cost * 100.0
+    );
+    match &band {
+        Some(x) => {
+            let _ = writeln!(
+                o,
+                "calibration (A/A, {} runs in {} groups): {METRIC} ±{:.2}% per run",
+                x.runs,
+                x.groups,
+                x.cv_pct()
+            );
+        }
+        None => {
+            let _ = writeln!(o, "calibration: none (threshold uncalibrated)");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "verdicts at alpha {}%, minimum effect {}%; {m} comparisons per row\n",
+        cfg.alpha * 100.0,
+        cfg.min_effect_pct
+    );
+    let _ = writeln!(
+        o,
+        "{:>3}  {:>7}  {:>8}  {:>7}  {:>7}  {:>9}  {:>12}  method",
+        "N", "effect", "changed", "better", "worse", "no change", "inconclusive"
+    );
+    let mut fp_n3 = 0.0;
+    let mut power5 = [0.0; 3];
+    for (i, n) in [1usize, 3, 5].into_iter().enumerate() {
+        for effect in [0.0, 3.0, 5.0, 10.0] {
+            let r = simulate(&b, band.as_ref(), cfg, n, effect, m);
+            if effect == 0.0 && n == 3 {
+                fp_n3 = r.changed_pct();
+            }
+            if effect == 5.0 {
+                power5[i] = r.power_pct();
+            }
+            let _ = writeln!(
+                o,
+                "{:>3}  {:>7}  {:>7.1}%  {:>6.1}%  {:>6.1}%  {:>8.1}%  {:>11.1}%  {}",
+                n,
+                if effect == 0.0 {
+                    "A/A".to_string()
+                } else {
+                    format!("+{effect:.0}%")
+                },
+                r.changed_pct(),
+                r.power_pct(),
+                r.pct(r.worse),
+                r.pct(r.no_change),
+                r.pct(r.inconclusive),
+                r.method.map_or("-", Method::as_str)
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\nstats: A/A false positives {fp_n3:.1}% (alpha {}%, N=3, {m} comparisons); power at 5%: N=1 {:.0}%, N=3 {:.0}%, N=5 {:.0}%",
+        cfg.alpha * 100.0,
+        power5[0],
+        power5[1],
+        power5[2]
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The false-positive rate on A/A comparisons stays within α, allowing for sampling:
+    /// with M comparisons the rate's standard error is √(α(1−α)/M); three of them above α
+    /// happens by chance about once in 700 runs of this test, and it is deterministic.
+    #[test]
+    fn aa_false_positives_stay_within_alpha() {
+        let cfg = Config::default();
+        let m = 2000;
+        let tol = 3.0 * (cfg.alpha * (1.0 - cfg.alpha) / m as f64).sqrt() * 100.0;
+        for seed in [1u64, 7] {
+            let b = BoxNoise::of(seed);
+            let band = calibrate(&b, seed, 40, 5);
+            assert!(band.is_some());
+            for n in [1, 3, 5] {
+                let r = simulate(&b, band.as_ref(), &cfg, n, 0.0, m);
+                assert_eq!(r.comparisons, m);
+                assert!(
+                    r.changed_pct() <= cfg.alpha * 100.0 + tol,
+                    "box {seed}, N={n}: {:.2}% false positives",
+                    r.changed_pct()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn power_grows_with_repeats_and_effect() {
+        let cfg = Config::default();
+        let b = BoxNoise::of(7);
+        let band = calibrate(&b, 7, 40, 5);
+        let p = |n, e| simulate(&b, band.as_ref(), &cfg, n, e, 400).power_pct();
+        assert!(p(5, 5.0) > p(1, 5.0), "{} vs {}", p(5, 5.0), p(1, 5.0));
+        assert!(p(3, 10.0) > p(3, 3.0));
+        assert!(p(5, 10.0) > 80.0, "{}", p(5, 10.0));
+    }
+
+    #[test]
+    fn the_report_ends_with_the_line() {
+        let out = report(7, 50, &Config::default());
+        let last = out.lines().last().unwrap();
+        assert!(
+            last.starts_with("stats: A/A false positives ")
+                && last.contains("(alpha 5%, N=3, 50 comparisons); power at 5%: N=1 "),
+            "{last}"
+        );
+    }
+}
