@@ -219,6 +219,37 @@ pub enum Cmd {
         #[arg(long, default_value_t = 2.0)]
         threshold: f64,
     },
+    /// Measure this box's run-to-run noise: the baselines of a few of the plan's commits,
+    /// run several times unchanged (A/A), give each metric's noise band per model size.
+    /// Kept in the sweep's store; single-run verdicts in `results` and the digest use it.
+    Calibrate {
+        /// The sweep plan (TOML).
+        plan: PathBuf,
+        /// Where runs execute: docker (real containers) or sim (simulated, no GPU).
+        #[arg(long, value_enum, default_value = "docker")]
+        runtime: RuntimeKind,
+        /// The sweep's store directory (default: XDG data dir per sweep name); the A/A runs
+        /// go to a store beside it, `<store>-calibration`.
+        #[arg(long)]
+        store: Option<PathBuf>,
+        /// Commits whose baseline is repeated (the first runnable ones of the plan).
+        #[arg(long, default_value_t = 5)]
+        commits: usize,
+        /// Identical runs per commit (at least 2).
+        #[arg(long, default_value_t = 5)]
+        repeats: u32,
+        /// GPUs to use (default: all NVML sees; sim: 8).
+        #[arg(long)]
+        gpus: Option<u32>,
+        /// Sim speed: a factor or `max`.
+        #[arg(long, default_value = "max")]
+        speed: String,
+        /// Seed for the sim (its box and outcomes).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[command(flatten)]
+        images: ImageArgs,
+    },
     /// Everything about one commit or run.
     Show {
         /// A run key (`COMMIT/VARIANT`), `#N` (the run numbered N on every screen, from #0) or a commit prefix.
@@ -431,6 +462,64 @@ pub fn run(cli: Cli) -> i32 {
                 return crate::daemon::start_and_attach(&args, std::env::args_os().collect());
             }
             crate::daemon::serve(args, crate::daemon::in_background())
+        }
+        Cmd::Calibrate {
+            plan,
+            runtime,
+            store,
+            commits,
+            repeats,
+            gpus,
+            speed,
+            seed,
+            images,
+        } => {
+            if repeats < 2 || commits == 0 {
+                eprintln!("error: calibrate needs --repeats 2 or more and --commits 1 or more");
+                return 2;
+            }
+            let speed: Speed = match speed.parse() {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: --speed: {e}");
+                    return 2;
+                }
+            };
+            let plan = match load_plan(&plan) {
+                Ok(p) => p,
+                Err(code) => return code,
+            };
+            let dir = match crate::store::cli::resolve_dir(store, &plan.name) {
+                Ok(d) => d,
+                Err(c) => return c,
+            };
+            let (rt, gpus, scale): (Arc<dyn Runtime>, u32, f64) = if runtime == RuntimeKind::Docker
+            {
+                let recipes = match crate::overrides::Overrides::load(
+                    crate::tui::config::config_dir().as_deref(),
+                ) {
+                    Ok(o) => o.recipes,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return 2;
+                    }
+                };
+                match crate::runtime::docker::for_cli(&plan, &images.docker(), gpus, recipes) {
+                    Ok(rt) => (
+                        rt,
+                        gpus.unwrap_or_else(crate::runtime::docker::visible_gpus),
+                        1.0,
+                    ),
+                    Err(code) => return code,
+                }
+            } else {
+                (
+                    Arc::new(SimRuntime::new(speed).on_box(seed)),
+                    gpus.unwrap_or(8),
+                    speed.time_scale(),
+                )
+            };
+            crate::store::calibrate::main(&plan, rt, &dir, gpus, (commits, repeats), (seed, scale))
         }
         Cmd::Demo(args) => crate::tui::demo(args),
         Cmd::Attach { store } => match crate::store::cli::find_dir(store) {

@@ -357,3 +357,45 @@ fn results_formats_and_show() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn calibrate_saves_a_band_that_results_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let commits: Vec<(String, &str)> = (0..3).map(|i| (format!("d{i:07x}"), "")).collect();
+    let refs: Vec<(&str, &str)> = commits.iter().map(|(c, e)| (c.as_str(), *e)).collect();
+    let plan = write_plan(tmp.path(), &plan_text(&refs));
+    let store = tmp.path().join("store");
+    let o = Command::new(BIN)
+        .args(["calibrate", plan.to_str().unwrap(), "--runtime", "sim"])
+        .args(["--commits", "3", "--repeats", "4", "--gpus", "2", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("throughput_output_tok_s@unknown: ±"), "{out}");
+    assert!(tmp.path().join("store-calibration").is_dir());
+    assert_eq!(run_ok(&plan, &store, &[]).0, 0);
+    let o = Command::new(BIN)
+        .args(["results", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    // Single runs are judged by the calibrated band, and nothing says "uncalibrated".
+    assert!(text.contains("(calibrate)"), "{text}");
+    assert!(text.contains("noise band"), "{text}");
+    assert!(!text.contains("threshold uncalibrated"), "{text}");
+    // Bad usage is exit 2 with a message.
+    let o = Command::new(BIN)
+        .args(["calibrate", plan.to_str().unwrap(), "--repeats", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--repeats 2 or more"));
+}

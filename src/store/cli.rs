@@ -32,7 +32,7 @@ pub struct RunArgs {
     pub overrides: crate::overrides::Overrides,
 }
 
-fn store_error(e: &StoreError) -> i32 {
+pub(crate) fn store_error(e: &StoreError) -> i32 {
     eprintln!("error: {e}");
     2
 }

@@ -11,6 +11,7 @@
 //! transition before the engine acts on it; other events ride along with the next flush.
 //! Full logs stay in files under `<store>/logs`; the ending event of an attempt names them.
 
+pub mod calibrate;
 pub mod cli;
 pub mod comparable;
 mod filter;

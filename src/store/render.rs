@@ -27,7 +27,9 @@ fn status_text(c: &Cell) -> String {
         Some(cat) => format!("{}({cat})", c.status),
         None => c.status.clone(),
     };
-    if c.keys.len() > 1 || c.warmups > 0 {
+    if c.n == 0 && c.keys.len() > 1 {
+        let _ = write!(s, " ×{}", c.keys.len());
+    } else if c.keys.len() > 1 || c.warmups > 0 {
         let _ = write!(s, " n={}", c.n);
         if c.warmups > 0 {
             let _ = write!(s, " +{} warm-up", c.warmups);

@@ -59,7 +59,7 @@ pub struct Cell {
     pub n: usize,
     /// Warm-up repeats run and left out.
     pub warmups: usize,
-    /// Repeats that did not succeed.
+    /// Repeats that failed (not skipped or cancelled).
     pub failed: usize,
     /// Per metric, the median over counted repeats (what tables show).
     pub metrics: BTreeMap<String, f64>,
@@ -244,7 +244,7 @@ fn cell(docs: &[&RunDoc], level: f64) -> Option<Cell> {
         warmups: docs.iter().filter(|d| d.info.warmup).count(),
         failed: docs
             .iter()
-            .filter(|d| d.representative().is_some_and(|a| a.status() != "success"))
+            .filter(|d| d.representative().is_some_and(|a| a.status() == "failed"))
             .count(),
         metrics,
         samples,
