@@ -273,6 +273,36 @@ impl RunDoc {
         &mut self.attempts[i]
     }
 
+    /// A doc whose one attempt is the run's folded record: what the current state knows,
+    /// without earlier attempts or history. Enough for the report, which reads one attempt
+    /// per run — so `results` and the TUI need no scan of the event log.
+    pub fn of_record(info: RunInfo, rec: &RunRecord) -> RunDoc {
+        let mut d = RunDoc::new(info.clone());
+        d.record = rec.clone();
+        if rec.attempt > 0 {
+            let end = match &rec.state {
+                RunState::Active { .. } => None,
+                s => Some(s.clone()),
+            };
+            d.attempts.push(AttemptDoc {
+                attempt: rec.attempt,
+                started_ms: rec.started_ms,
+                finished_ms: rec.finished_ms,
+                stages: rec.stages.clone(),
+                end,
+                gpus: rec.gpus.clone(),
+                metrics: rec.metrics.clone(),
+                findings: rec.finding.iter().cloned().collect(),
+                fixes: rec.fixes.clone(),
+                provenance: rec.provenance.clone(),
+                vllm_version: rec.vllm_version.clone(),
+                info: Some(info),
+                ..Default::default()
+            });
+        }
+        d
+    }
+
     /// The attempt that stands for this run in a comparison: the last successful one, else
     /// the last one.
     pub fn representative(&self) -> Option<&AttemptDoc> {

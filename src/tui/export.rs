@@ -1,8 +1,82 @@
-//! `e` / `:export`: the results table as CSV and JSON, one row per run.
+//! `e` / `:export`: the results table as CSV and JSON, one row per run, with the same
+//! statistics `nightshift results` reports (n, median and interval, Δ vs baseline with its
+//! interval, p-value, verdict, flags).
 
 use super::app::{headline, run_category, App};
+use crate::store::record::{RunDoc, RunInfo};
+use crate::store::report::{self, Report};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+/// The runs as the report reads them, from the live state (one attempt each).
+pub fn docs(app: &App) -> Vec<RunDoc> {
+    app.plan
+        .runs
+        .iter()
+        .map(|spec| RunDoc::of_record(RunInfo::from_spec(&app.plan, spec), app.state.run(spec.id)))
+        .collect()
+}
+
+/// The report over the live state. The TUI has no calibration at hand: bands come from the
+/// sweep's own repeats, else single runs say "threshold uncalibrated".
+pub fn report(app: &App) -> (Vec<RunDoc>, Report) {
+    let docs = docs(app);
+    let refs: Vec<&RunDoc> = docs.iter().collect();
+    let r = report::build(&refs, &report::Options::with_threshold(2.0));
+    (docs, r)
+}
+
+/// Per run key: its variant's statistics and its comparison with the baseline.
+fn stats_by_key(r: &Report) -> HashMap<String, (String, String)> {
+    let mut m = HashMap::new();
+    for row in &r.rows {
+        for c in &row.cells {
+            let cmp = row
+                .comparisons
+                .iter()
+                .find(|k| k.label == format!("{} vs baseline", c.variant));
+            let primary = cmp
+                .and_then(|k| k.primary.clone())
+                .or_else(|| headline(&c.metrics).map(|h| h.0.to_string()));
+            let st = primary.as_ref().and_then(|p| c.stats.get(p));
+            let cs = cmp.and_then(|k| k.primary_stats());
+            let f = |v: Option<f64>| v.map(|v| format!("{v:.6}")).unwrap_or_default();
+            let csv = format!(
+                "{},{},{},{},{},{},{},{},{},{}",
+                st.map(|s| s.n.to_string()).unwrap_or_default(),
+                f(st.map(|s| s.median)),
+                f(st.map(|s| s.ci_low)),
+                f(st.map(|s| s.ci_high)),
+                f(cs.and_then(|c| c.ci_low_pct)),
+                f(cs.and_then(|c| c.ci_high_pct)),
+                f(cs.and_then(|c| c.p_value)),
+                cmp.and_then(|k| k.verdict)
+                    .map(|v| v.as_str())
+                    .unwrap_or_default(),
+                cs.map(|c| c.method.as_str()).unwrap_or_default(),
+                csv_field(
+                    &cmp.map(|k| k.flags.iter().map(|f| f.code).collect::<Vec<_>>().join(" "))
+                        .unwrap_or_default()
+                ),
+            );
+            let json = serde_json::json!({
+                "n": st.map(|s| s.n),
+                "median": st.map(|s| s.median),
+                "ci_low": st.map(|s| s.ci_low),
+                "ci_high": st.map(|s| s.ci_high),
+                "vs_baseline": cs,
+                "verdict": cmp.and_then(|k| k.verdict),
+                "flags": cmp.map(|k| &k.flags),
+            })
+            .to_string();
+            for k in &c.keys {
+                m.insert(k.clone(), (csv.clone(), json.clone()));
+            }
+        }
+    }
+    m
+}
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -14,8 +88,10 @@ fn csv_field(s: &str) -> String {
 
 pub fn csv(app: &App) -> String {
     let mut out = String::from(
-        "key,commit,variant,model,status,category,attempt,headline_key,headline,delta_vs_baseline_pct,title\n",
+        "key,commit,variant,model,status,category,attempt,headline_key,headline,delta_vs_baseline_pct,n,median,ci_low,ci_high,ci_low_pct,ci_high_pct,p_value,verdict,method,flags,title\n",
     );
+    let (_, r) = report(app);
+    let stats = stats_by_key(&r);
     for spec in &app.plan.runs {
         let c = app.plan.commit_of(spec);
         let r = app.state.run(spec.id);
@@ -24,7 +100,7 @@ pub fn csv(app: &App) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&spec.key),
             c.commit,
             csv_field(&spec.variant.to_string()),
@@ -39,6 +115,7 @@ pub fn csv(app: &App) -> String {
             app.delta_pct(spec.id)
                 .map(|d| format!("{d:.2}"))
                 .unwrap_or_default(),
+            stats.get(&spec.key).map_or(",,,,,,,,,", |s| s.0.as_str()),
             csv_field(&c.title),
         );
     }
@@ -46,6 +123,8 @@ pub fn csv(app: &App) -> String {
 }
 
 pub fn json(app: &App) -> serde_json::Value {
+    let (_, r) = report(app);
+    let stats = stats_by_key(&r);
     let runs: Vec<_> = app
         .plan
         .runs
@@ -65,10 +144,13 @@ pub fn json(app: &App) -> serde_json::Value {
                 "fixes": r.fixes,
                 "vllm_version": r.vllm_version,
                 "provenance": r.provenance,
+                "stats": stats
+                    .get(&spec.key)
+                    .and_then(|s| serde_json::from_str::<serde_json::Value>(&s.1).ok()),
             })
         })
         .collect();
-    serde_json::json!({ "sweep": app.plan.name, "runs": runs })
+    serde_json::json!({ "sweep": app.plan.name, "runs": runs, "commits": r.rows, "summary": r.summary })
 }
 
 /// Write `<base>.csv` and `<base>.json`; `base` defaults to `nightshift-<sweep>-results`.

@@ -687,3 +687,27 @@ fn the_tui_exit_status_follows_the_contract() {
     assert_eq!(e(false, false, 0).code(), 1, "left undone");
     assert_eq!(e(false, true, 3).code(), 0, "detached: the sweep goes on");
 }
+
+#[test]
+fn results_chart_and_export_carry_the_statistics() {
+    let mut app = scene();
+    key(&mut app, '3');
+    let s = render(&app, 160, 48);
+    // The selected commit's comparison, worded, with its whisker chart and sparklines.
+    assert!(s.contains("human vs baseline"), "{s}");
+    assert!(s.contains("better: more tok/s 11.9%"), "{s}");
+    assert!(s.contains("baseline n=1"), "{s}");
+    let csv = super::export::csv(&app);
+    let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
+    let human = csv
+        .lines()
+        .find(|l| l.starts_with("015069b0") && l.contains(",human,"))
+        .unwrap();
+    let f: Vec<&str> = human.split(',').collect();
+    assert_eq!(f[col("n")], "1");
+    assert_eq!(f[col("verdict")], "better");
+    assert_eq!(f[col("method")], "threshold uncalibrated");
+    let json = super::export::json(&app);
+    assert_eq!(json["summary"]["human_vs_baseline"]["better"], 1);
+}

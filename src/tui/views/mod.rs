@@ -2,6 +2,7 @@
 //! snapshots are deterministic.
 
 mod active;
+mod compare;
 mod gpu;
 mod header;
 mod help;

@@ -3,7 +3,7 @@
 
 use super::{block, fit, fmt_num};
 use crate::tui::app::{headline, run_category, App, RESULT_COLUMNS};
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row, Table};
@@ -13,6 +13,20 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.theme;
     let rows = app.result_rows();
     let r = &app.results;
+    // The selected run's commit, charted under the table when there is room.
+    let picked = rows
+        .get(r.selected.min(rows.len().saturating_sub(1)))
+        .map(|run| app.plan.runs[run.0 as usize].commit);
+    let (area, panel) = match picked {
+        Some(c) if area.height >= 22 => {
+            let [a, p] = Layout::vertical([Constraint::Min(8), Constraint::Length(8)]).areas(area);
+            (a, Some((p, c)))
+        }
+        _ => (area, None),
+    };
+    if let Some((p, c)) = panel {
+        super::compare::draw(f, app, p, c);
+    }
     let mut filters = Vec::new();
     if let Some(s) = r.status {
         filters.push(format!("status={}", s.label()));
