@@ -209,13 +209,16 @@ pub enum Cmd {
         /// The sweep's store directory (default: the only sweep under the XDG data dir).
         #[arg(long)]
         store: Option<PathBuf>,
-        /// table, json, csv or md.
+        /// table, json (one document: per commit n, median, interval, Δ, p-value, verdict,
+        /// flags; the summary; every attempt's record), jsonl (one results record per attempt
+        /// per line), csv, md or html (one page with SVG charts).
         #[arg(long, default_value = "table")]
         format: String,
         /// e.g. `variant=human,status=success` (fields: commit key variant agent status category model gpu).
         #[arg(long)]
         filter: Option<String>,
-        /// Win/tie/loss threshold in percent.
+        /// Minimum effect in percent for a verdict of better or worse; also the ±rule for
+        /// single runs when the box is uncalibrated.
         #[arg(long, default_value_t = 2.0)]
         threshold: f64,
     },

@@ -45,6 +45,59 @@ fn chromium() -> Option<PathBuf> {
     None
 }
 
+/// A headless browser's screenshot of `html` at `size` (`W,H`), under the test target's
+/// tmp dir; None (SKIP printed) without chromium, outside CI.
+fn screenshot(html: &Path, name: &str, size: &str) -> Option<PathBuf> {
+    let Some(chromium) = chromium() else {
+        eprintln!("SKIP: chromium is not installed");
+        return None;
+    };
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = shots.join(name);
+    let _ = std::fs::remove_file(&shot);
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--force-device-scale-factor=1",
+        ])
+        .arg(format!("--window-size={size}"))
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    assert!(
+        shot.exists(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(shot)
+}
+
+/// The decoded RGB(A) pixels of a PNG: (width, height, samples per pixel, rows).
+fn pixels(png_path: &Path) -> (usize, usize, usize, Vec<Vec<u8>>) {
+    let dec = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_path).unwrap(),
+    ));
+    let mut reader = dec.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let rows = (0..info.height as usize)
+        .map(|y| buf[y * info.line_size..(y + 1) * info.line_size].to_vec())
+        .collect();
+    (
+        info.width as usize,
+        info.height as usize,
+        info.color_type.samples(),
+        rows,
+    )
+}
+
 /// Horizontal runs of the table border's colour at least `min` pixels long, one per pixel
 /// row: with `border-collapse`, each table row boundary draws one such line.
 fn border_lines(png_path: &Path, rgb: [u8; 3], min: usize) -> usize {
@@ -114,35 +167,10 @@ fn the_sweep_writes_the_digest_and_a_browser_draws_its_table() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
 
-    let Some(chromium) = chromium() else {
-        eprintln!("SKIP: chromium is not installed");
+    let html = store.path().join("digest.html");
+    let Some(shot) = screenshot(&html, "digest.png", "1400,2400") else {
         return;
     };
-    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
-    let shot = shots.join("digest.png");
-    let _ = std::fs::remove_file(&shot);
-    let html = store.path().join("digest.html");
-    let profile = tempfile::tempdir().unwrap();
-    let out = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--force-device-scale-factor=1",
-            "--window-size=1400,2400",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .unwrap();
-    assert!(
-        shot.exists(),
-        "no screenshot: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     // Straight to the terminal, past the test harness's capture: where to look.
     let _ = writeln!(std::io::stderr(), "digest screenshot: {}", shot.display());
     // The table is drawn: many long horizontal lines in its border colour.
@@ -150,6 +178,89 @@ fn the_sweep_writes_the_digest_and_a_browser_draws_its_table() {
     assert!(
         lines >= 30,
         "only {lines} table row borders in {}",
+        shot.display()
+    );
+}
+
+fn rgb(hex: &str) -> [u8; 3] {
+    let v = u32::from_str_radix(hex.trim_start_matches('#'), 16).unwrap();
+    [(v >> 16) as u8, (v >> 8) as u8, v as u8]
+}
+
+#[test]
+fn results_html_draws_the_delta_chart_with_whiskers() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Three repeats a side, so comparisons have intervals to draw.
+    let plan = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/iso-vllm.toml"),
+    )
+    .unwrap()
+    .replace("repeats = 1\n", "repeats = 3\n");
+    let plan_path = tmp.path().join("plan.toml");
+    std::fs::write(&plan_path, plan).unwrap();
+    let store = tmp.path().join("store");
+    let out = bin()
+        .args(["run"])
+        .arg(&plan_path)
+        .args([
+            "--runtime",
+            "sim",
+            "--headless",
+            "--speed",
+            "max",
+            "--seed",
+            "7",
+            "--store",
+        ])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let out = bin()
+        .args(["results", "--format", "html", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let page = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(page.contains("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"delta\""));
+    assert!(page.contains("class=\"outcomes\""));
+    let html = tmp.path().join("results.html");
+    std::fs::write(&html, &page).unwrap();
+    let Some(shot) = screenshot(&html, "results.png", "1400,1600") else {
+        return;
+    };
+    let _ = writeln!(std::io::stderr(), "results screenshot: {}", shot.display());
+    let (w, h, px, rows) = pixels(&shot);
+    let at = |x: usize, y: usize| &rows[y][x * px..x * px + 3];
+    // The zero line: one column mostly of its colour (whiskers cross it here and there).
+    let zero = rgb("#7048e8");
+    let tallest = (0..w)
+        .map(|x| (0..h).filter(|&y| at(x, y) == zero).count())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        tallest >= 400,
+        "zero line only {tallest} px in {}",
+        shot.display()
+    );
+    // Whiskers: horizontal runs of a verdict colour wider than the Δ marker (8 px).
+    let colours = ["#1c7c54", "#c92a2a", "#5c7cfa", "#f08c00"].map(rgb);
+    let whiskers = (0..h)
+        .filter(|&y| {
+            colours.iter().any(|c| {
+                let (mut run, mut best) = (0, 0);
+                for x in 0..w {
+                    run = if at(x, y) == c { run + 1 } else { 0 };
+                    best = best.max(run);
+                }
+                best > 12
+            })
+        })
+        .count();
+    assert!(
+        whiskers >= 10,
+        "only {whiskers} whisker rows in {}",
         shot.display()
     );
 }

@@ -105,8 +105,8 @@ pub fn render(d: &Digest) -> String {
     let vs = variants(&d.report);
     let _ = write!(
         o,
-        "<h2>The 3-way table</h2><p>Primary metric per variant; verdicts at ±{}%.</p><table id=\"threeway\"><tr><th>commit</th>",
-        d.report.summary.threshold_pct
+        "<h2>The 3-way table</h2><p>Primary metric per variant (median of its repeats); verdicts: {}.</p><table id=\"threeway\"><tr><th>commit</th>",
+        esc(&crate::store::render::method_note(&d.report.summary))
     );
     for v in &vs {
         let _ = write!(o, "<th>{}</th>", esc(v));
@@ -155,9 +155,15 @@ pub fn render(d: &Digest) -> String {
     }
     let _ = write!(
         o,
-        "<p class=\"method\">{}</p>",
+        "<p class=\"method\">Verdicts: {}.</p>",
         esc(&crate::store::render::method_note(s))
     );
+    o.push_str("<h2>Outcomes</h2>");
+    o.push_str(&crate::store::chart::outcomes_svg(&d.report));
+    o.push_str("<h2>Δ vs baseline (whiskers: interval)</h2>");
+    o.push_str(&crate::store::chart::delta_svg(&d.report, |c| {
+        c.label.ends_with("vs baseline")
+    }));
 
     o.push_str("<h2>Failures by category</h2>");
     if d.failures.is_empty() {

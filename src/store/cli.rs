@@ -212,7 +212,7 @@ fn copy_db(from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 /// `results --format`: `json` is one document, `jsonl` one results record per line.
-pub const FORMATS: &[&str] = &["table", "json", "jsonl", "csv", "md"];
+pub const FORMATS: &[&str] = &["table", "json", "jsonl", "csv", "md", "html"];
 
 /// `results`' arguments checked before any store is opened: Err is the message and exit 2.
 pub fn check_results_args(format: &str, filter: Option<&str>) -> Result<(), String> {
@@ -311,6 +311,7 @@ pub fn results_text(
         "json" => report::render_json(&r, &docs),
         "csv" => report::render_csv(&r, &docs),
         "md" => report::render_md(&r),
+        "html" => super::html::render(&r, store.plan().map_or("sweep", |p| p.name.as_str())),
         _ => report::render_table(&r),
     })
 }

@@ -12,10 +12,12 @@
 //! Full logs stay in files under `<store>/logs`; the ending event of an attempt names them.
 
 pub mod calibrate;
+pub mod chart;
 pub mod cli;
 pub mod comparable;
 mod filter;
 mod history;
+pub mod html;
 pub mod record;
 pub mod render;
 pub mod report;
