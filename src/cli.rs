@@ -339,7 +339,7 @@ pub fn load_plan(path: &std::path::Path) -> Result<Plan, i32> {
     let box_defaults = crate::tui::config::Config::load(None)
         .map(|c| c.box_defaults())
         .unwrap_or_default();
-    Plan::load_with(path, &box_defaults).map_err(|e| {
+    let plan = Plan::load_with(path, &box_defaults).map_err(|e| {
         match &e {
             LoadError::Io { .. } => tracing::error!("{e}"),
             LoadError::Invalid(diags) => {
@@ -349,7 +349,26 @@ pub fn load_plan(path: &std::path::Path) -> Result<Plan, i32> {
             }
         }
         2
-    })
+    })?;
+    // The plan's own [policy], [[recipe]] and [[signature]] are checked with the plan.
+    plan_overrides(crate::overrides::Overrides::default(), &plan)?;
+    Ok(plan)
+}
+
+/// `base` with the plan's own overrides over it; errors (plan:line:col) printed, exit 2.
+fn plan_overrides(
+    base: crate::overrides::Overrides,
+    plan: &Plan,
+) -> Result<crate::overrides::Overrides, i32> {
+    let text = std::fs::read_to_string(&plan.path).map_err(|e| {
+        tracing::error!("{}: {e}", plan.path.display());
+        2
+    })?;
+    base.with_plan(&text, &plan.path.display().to_string())
+        .map_err(|e| {
+            tracing::error!("{e}");
+            2
+        })
 }
 
 pub fn run(cli: Cli) -> i32 {
@@ -398,6 +417,10 @@ pub fn run(cli: Cli) -> i32 {
                     tracing::error!("{e}");
                     return 2;
                 }
+            };
+            let overrides = match plan_overrides(overrides, &plan) {
+                Ok(o) => o,
+                Err(code) => return code,
             };
             // Docker runs in real time (policy backoffs unscaled); the sim scales them.
             let (rt, gpus, time_scale): (Arc<dyn Runtime>, u32, f64) =
@@ -569,7 +592,8 @@ pub fn run(cli: Cli) -> i32 {
                 }
             },
             other => {
-                tracing::error!("unknown benchmark `{other}` (expected engine, store, parse, tui or night)"
+                tracing::error!(
+                    "unknown benchmark `{other}` (expected engine, store, parse, tui or night)"
                 );
                 2
             }
@@ -649,9 +673,7 @@ pub fn spawn_signal_handler(shutdown: CancellationToken) {
                 _ = tokio::signal::ctrl_c() => {},
                 _ = term.recv() => {},
             }
-            tracing::warn!(
-                "second signal: exiting now; leftovers are removed on the next run"
-            );
+            tracing::warn!("second signal: exiting now; leftovers are removed on the next run");
             std::process::exit(130);
         }
         #[cfg(not(unix))]

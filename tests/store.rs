@@ -305,7 +305,14 @@ fn a_read_only_store_can_be_read() {
     let root = unsafe { libc::geteuid() } == 0;
     let mut c = if root {
         let mut c = Command::new("setpriv");
-        c.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", BIN]);
+        c.args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            BIN,
+        ]);
         c
     } else {
         Command::new(BIN)

@@ -190,9 +190,7 @@ fn ignore_hangups() {
             return;
         };
         while hup.recv().await.is_some() {
-            tracing::info!(
-                "SIGHUP ignored: the sweep goes on (`nightshift attach` rejoins it)"
-            );
+            tracing::info!("SIGHUP ignored: the sweep goes on (`nightshift attach` rejoins it)");
         }
     });
 }
@@ -273,14 +271,16 @@ fn spawn_background(dir: &Path, argv: Vec<OsString>, add_store: bool) -> Result<
             for l in tail.iter().rev() {
                 eprintln!("{l}");
             }
-            tracing::error!("the sweep's daemon exited ({status}) before it served; its log: {}",
+            tracing::error!(
+                "the sweep's daemon exited ({status}) before it served; its log: {}",
                 log_path.display()
             );
             return Err(status.code().filter(|c| *c != 0).unwrap_or(1));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    tracing::error!("the sweep's daemon did not open its socket within 60 s; its log: {}",
+    tracing::error!(
+        "the sweep's daemon did not open its socket within 60 s; its log: {}",
         log_path.display()
     );
     Err(1)

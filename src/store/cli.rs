@@ -115,7 +115,9 @@ pub fn prepare_run(a: &RunArgs) -> Result<Prepared, i32> {
 pub fn find_store(store: Option<PathBuf>) -> Result<Store, i32> {
     let dir = find_dir(store)?;
     match Store::open(&dir, false) {
-        Err(e @ StoreError::Locked { .. }) => open_snapshot(&dir, "is in use by a running sweep", e),
+        Err(e @ StoreError::Locked { .. }) => {
+            open_snapshot(&dir, "is in use by a running sweep", e)
+        }
         Err(e @ StoreError::ReadOnly { .. }) => open_snapshot(&dir, "is read-only", e),
         other => other.map_err(|e| store_error(&e)),
     }
@@ -142,13 +144,12 @@ pub fn find_dir(store: Option<PathBuf>) -> Result<PathBuf, i32> {
             match sweeps.len() {
                 1 => sweeps.remove(0),
                 0 => {
-                    tracing::error!("no sweeps under {} (pass --store DIR)",
-                        root.display()
-                    );
+                    tracing::error!("no sweeps under {} (pass --store DIR)", root.display());
                     return Err(2);
                 }
                 _ => {
-                    tracing::error!("several sweeps under {}; pass --store DIR, one of:",
+                    tracing::error!(
+                        "several sweeps under {}; pass --store DIR, one of:",
                         root.display()
                     );
                     for s in sweeps {

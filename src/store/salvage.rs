@@ -79,8 +79,7 @@ fn db_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 
 fn raw_scan(dir: &Path) -> anyhow::Result<Salvaged> {
     let mut files = Vec::new();
-    db_files(dir, &mut files)
-        .map_err(|e| anyhow::anyhow!("cannot list {}: {e}", dir.display()))?;
+    db_files(dir, &mut files).map_err(|e| anyhow::anyhow!("cannot list {}: {e}", dir.display()))?;
     files.sort();
     let mut found = Found::default();
     for f in &files {
@@ -130,7 +129,11 @@ impl Found {
                 }
             } else if rest.starts_with(br#"{"name":""#) {
                 if let Some(plan) = first::<PlanSnapshot>(rest) {
-                    if self.plan.as_ref().is_none_or(|p| p.saved_ms <= plan.saved_ms) {
+                    if self
+                        .plan
+                        .as_ref()
+                        .is_none_or(|p| p.saved_ms <= plan.saved_ms)
+                    {
                         self.plan = Some(plan);
                     }
                 }
@@ -233,7 +236,11 @@ pub fn main(dir: &Path, out: Option<&Path>) -> i32 {
         "salvaged {} runs, {} events{} from {} ({}); the full logs under {} are untouched",
         s.runs.len(),
         s.events.len(),
-        if s.plan.is_some() { " and the plan" } else { "" },
+        if s.plan.is_some() {
+            " and the plan"
+        } else {
+            ""
+        },
         dir.display(),
         match s.method {
             Method::Database => "the database opened from a copy",

@@ -546,7 +546,8 @@ impl DockerRuntime {
             } else {
                 "fixed this attempt's image (commit_image = false: not kept)"
             };
-            self.dlog(sink, Pipe::Stdout, format!("{how} {fixed}")).await;
+            self.dlog(sink, Pipe::Stdout, format!("{how} {fixed}"))
+                .await;
             self.remove_now(&name, lo, clock).await;
         }
         for r in names {
@@ -1228,7 +1229,8 @@ pub fn for_cli(
         match std::fs::read_to_string(f) {
             Ok(t) if t.contains("{base}") => cfg.build.dockerfile = t,
             Ok(_) => {
-                tracing::error!("{}: a build template must start from {{base}} (e.g. `FROM {{base}}`)",
+                tracing::error!(
+                    "{}: a build template must start from {{base}} (e.g. `FROM {{base}}`)",
                     f.display()
                 );
                 return Err(2);
@@ -1249,9 +1251,7 @@ pub fn for_cli(
                 return Err(2);
             }
             Some(n) => {
-                tracing::warn!(
-                    "no GPU visible ({why}): {n} slots without GPU device requests"
-                );
+                tracing::warn!("no GPU visible ({why}): {n} slots without GPU device requests");
                 cfg.gpu_requests = false;
             }
         }
