@@ -322,7 +322,14 @@ async fn port_bug_is_predicted_from_the_version_and_skipped_with_one_command() {
     ));
 }
 
-struct PanickingRuntime;
+/// Panics in every attempt; counts attempts started and reclaimed, and notes an attempt
+/// started on the one GPU before the last one's containers were reclaimed.
+#[derive(Default)]
+struct PanickingRuntime {
+    started: std::sync::atomic::AtomicU32,
+    reclaimed: std::sync::atomic::AtomicU32,
+    early: std::sync::atomic::AtomicU32,
+}
 
 #[async_trait::async_trait]
 impl nightshift::runtime::Runtime for PanickingRuntime {
@@ -338,16 +345,29 @@ impl nightshift::runtime::Runtime for PanickingRuntime {
         _sink: nightshift::runtime::RunSink,
         _cancel: CancellationToken,
     ) -> nightshift::runtime::RunReport {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.started.fetch_add(1, SeqCst) != self.reclaimed.load(SeqCst) {
+            self.early.fetch_add(1, SeqCst);
+        }
         panic!("runtime bug");
+    }
+    async fn reclaim(&self, job: &nightshift::runtime::RunJob) -> anyhow::Result<Vec<String>> {
+        // Slow, as removing a real container is: the GPU must wait for it.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        self.reclaimed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(vec![format!("removed container of {}", job.key)])
     }
 }
 
 #[tokio::test]
 async fn a_panicking_runtime_ends_the_attempt_and_frees_its_gpu() {
+    use std::sync::atomic::Ordering::SeqCst;
     let p = plan(&[(SERVE, "")]);
+    let rt = Arc::new(PanickingRuntime::default());
     let (engine, _cmds) = Engine::new(
         p,
-        Arc::new(PanickingRuntime),
+        rt.clone(),
         EngineOptions {
             gpus: 1,
             seed: 1,
@@ -365,6 +385,11 @@ async fn a_panicking_runtime_ends_the_attempt_and_frees_its_gpu() {
     assert_eq!(s.counts.failed, 2, "{s:?}");
     let f = st.run(RunId(0)).finding.clone().unwrap();
     assert!(f.evidence.contains("runtime task failed"), "{f:?}");
+    assert!(f.evidence.contains("removed container of"), "{f:?}");
+    // Every panicked attempt was reclaimed, each before its GPU went to the next one.
+    assert!(rt.started.load(SeqCst) >= 2);
+    assert_eq!(rt.reclaimed.load(SeqCst), rt.started.load(SeqCst));
+    assert_eq!(rt.early.load(SeqCst), 0);
 }
 
 #[tokio::test]

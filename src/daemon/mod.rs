@@ -121,8 +121,18 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         )));
         let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
         // Logs first: their files are closed (sizes final) before the store records them.
-        engine.observe(Box::new(crate::engine::logs::LogWriter::new(log_dir, keys)));
-        engine.observe(Box::new(obs));
+        let (logs, persist) = match (
+            crate::engine::offthread::logs(crate::engine::logs::LogWriter::new(log_dir, keys)),
+            crate::engine::offthread::store(obs),
+        ) {
+            (Ok(l), Ok(s)) => (l, s),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!("starting the I/O threads: {e}");
+                return 1;
+            }
+        };
+        engine.observe(logs);
+        engine.observe(persist);
         engine.observe(Box::new(server::HubObserver(hub.clone())));
         crate::cli::spawn_signal_handler(shutdown.clone());
         ignore_hangups();

@@ -6,6 +6,7 @@
 pub mod images;
 pub mod logs;
 pub mod observer;
+pub mod offthread;
 
 use crate::category::{Action, Category};
 use crate::diagnose::{self, Catalog, FailureContext, RecipeBook, RecipeScope, Scanner};
@@ -608,14 +609,24 @@ impl Engine {
         let sink = RunSink::new(id, attempt, self.msg_tx.clone());
         tokio::spawn(async move {
             let done = sink.clone();
-            // A runtime that panics must still hand its GPUs back and end the attempt.
+            let (rt, held) = (runtime.clone(), job.clone());
+            // A runtime that panics must still end the attempt and hand its GPUs back, but
+            // only once what it started is gone (`Done` is what releases them).
             let report =
                 match tokio::spawn(async move { runtime.execute(job, sink, cancel).await }).await {
                     Ok(r) => r,
-                    Err(e) => RunReport::new(RunEnd::Error {
-                        stage: Stage::PreparingImage,
-                        message: format!("runtime task failed: {e}"),
-                    }),
+                    Err(e) => {
+                        let reclaimed = match rt.reclaim(&held).await {
+                            Ok(lines) => lines.join("; "),
+                            Err(r) => format!("could not reclaim its containers: {r:#}"),
+                        };
+                        RunReport::new(RunEnd::Error {
+                            stage: Stage::PreparingImage,
+                            message: format!("runtime task failed: {e} {reclaimed}")
+                                .trim_end()
+                                .to_string(),
+                        })
+                    }
                 };
             done.send(RuntimeMsg::Done(report)).await;
         });
