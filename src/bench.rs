@@ -91,7 +91,7 @@ pub fn engine(runs: usize) -> i32 {
     let tmp = match tempfile::tempdir() {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("error: a temporary store: {e}");
+            tracing::error!("a temporary store: {e}");
             return 1;
         }
     };
@@ -103,7 +103,7 @@ pub fn engine(runs: usize) -> i32 {
     let (obs, state, _) = match prepared {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: store: {e:#}");
+            tracing::error!("store: {e:#}");
             return 1;
         }
     };
@@ -121,8 +121,9 @@ pub fn engine(runs: usize) -> i32 {
             },
         );
         let mut engine = engine.with_state(state).with_time_scale(0.0);
-        engine.observe(Box::new(logs));
-        engine.observe(Box::new(obs));
+        // As the daemon wires them: the I/O on threads of its own.
+        engine.observe(crate::engine::offthread::logs(logs)?);
+        engine.observe(crate::engine::offthread::store(obs)?);
         engine.run(tokio_util::sync::CancellationToken::new()).await
     });
     let elapsed = started.elapsed();
@@ -144,7 +145,7 @@ pub fn engine(runs: usize) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            tracing::error!("{e:#}");
             1
         }
     }

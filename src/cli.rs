@@ -279,6 +279,16 @@ pub enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Export what is still readable from a damaged store, as JSON Lines (the plan, every
+    /// run's summary, every event), without writing to it.
+    Salvage {
+        /// The damaged store's directory.
+        #[arg(long)]
+        store: Option<PathBuf>,
+        /// Write here instead of to standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Fetch the plan's model weights (into the HF cache) and datasets ahead of the night.
     Prefetch {
         /// The sweep plan (TOML).
@@ -348,6 +358,7 @@ pub enum PlanCmd {
 }
 
 pub fn main() -> i32 {
+    crate::logging::init();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -364,17 +375,36 @@ pub fn load_plan(path: &std::path::Path) -> Result<Plan, i32> {
     let box_defaults = crate::tui::config::Config::load(None)
         .map(|c| c.box_defaults())
         .unwrap_or_default();
-    Plan::load_with(path, &box_defaults).map_err(|e| {
+    let plan = Plan::load_with(path, &box_defaults).map_err(|e| {
         match &e {
-            LoadError::Io { .. } => eprintln!("error: {e}"),
+            LoadError::Io { .. } => tracing::error!("{e}"),
             LoadError::Invalid(diags) => {
                 for d in diags {
-                    eprintln!("error: {d}");
+                    tracing::error!("{d}");
                 }
             }
         }
         2
-    })
+    })?;
+    // The plan's own [policy], [[recipe]] and [[signature]] are checked with the plan.
+    plan_overrides(crate::overrides::Overrides::default(), &plan)?;
+    Ok(plan)
+}
+
+/// `base` with the plan's own overrides over it; errors (plan:line:col) printed, exit 2.
+fn plan_overrides(
+    base: crate::overrides::Overrides,
+    plan: &Plan,
+) -> Result<crate::overrides::Overrides, i32> {
+    let text = std::fs::read_to_string(&plan.path).map_err(|e| {
+        tracing::error!("{}: {e}", plan.path.display());
+        2
+    })?;
+    base.with_plan(&text, &plan.path.display().to_string())
+        .map_err(|e| {
+            tracing::error!("{e}");
+            2
+        })
 }
 
 pub fn run(cli: Cli) -> i32 {
@@ -407,7 +437,7 @@ pub fn run(cli: Cli) -> i32 {
             let speed: Speed = match speed.parse() {
                 Ok(s) => s,
                 Err(e) => {
-                    eprintln!("error: --speed: {e}");
+                    tracing::error!("--speed: {e}");
                     return 2;
                 }
             };
@@ -420,9 +450,13 @@ pub fn run(cli: Cli) -> i32 {
             ) {
                 Ok(o) => o,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    tracing::error!("{e}");
                     return 2;
                 }
+            };
+            let overrides = match plan_overrides(overrides, &plan) {
+                Ok(o) => o,
+                Err(code) => return code,
             };
             // Docker runs in real time (policy backoffs unscaled); the sim scales them.
             let (rt, gpus, time_scale): (Arc<dyn Runtime>, u32, f64) =
@@ -478,13 +512,13 @@ pub fn run(cli: Cli) -> i32 {
             images,
         } => {
             if repeats < 2 || commits == 0 {
-                eprintln!("error: calibrate needs --repeats 2 or more and --commits 1 or more");
+                tracing::error!("calibrate needs --repeats 2 or more and --commits 1 or more");
                 return 2;
             }
             let speed: Speed = match speed.parse() {
                 Ok(s) => s,
                 Err(e) => {
-                    eprintln!("error: --speed: {e}");
+                    tracing::error!("--speed: {e}");
                     return 2;
                 }
             };
@@ -503,7 +537,7 @@ pub fn run(cli: Cli) -> i32 {
                 ) {
                     Ok(o) => o.recipes,
                     Err(e) => {
-                        eprintln!("error: {e}");
+                        tracing::error!("{e}");
                         return 2;
                     }
                 };
@@ -539,14 +573,14 @@ pub fn run(cli: Cli) -> i32 {
         },
         Cmd::Parse { files, json } => {
             if files.is_empty() {
-                eprintln!("error: parse needs at least one FILE");
+                tracing::error!("parse needs at least one FILE");
                 return 2;
             }
             crate::parse::cli::main(&files, json, &mut std::io::stdout(), &mut std::io::stderr())
         }
         Cmd::Diagnose { files, json } => {
             if files.is_empty() {
-                eprintln!("error: diagnose needs at least one FILE");
+                tracing::error!("diagnose needs at least one FILE");
                 return 2;
             }
             crate::diagnose::cli::main(&files, json, &mut std::io::stdout(), &mut std::io::stderr())
@@ -558,7 +592,7 @@ pub fn run(cli: Cli) -> i32 {
             threshold,
         } => {
             if let Err(e) = crate::store::cli::check_results_args(&format, filter.as_deref()) {
-                eprintln!("error: {e}");
+                tracing::error!("{e}");
                 return 2;
             }
             let dir = match crate::store::cli::find_dir(store) {
@@ -591,6 +625,10 @@ pub fn run(cli: Cli) -> i32 {
             crate::store::cli::show_cmd(Some(dir), &what, json)
         }
         Cmd::Digest { store, format, out } => digest(store, &format, out),
+        Cmd::Salvage { store, out } => match crate::store::cli::find_dir(store) {
+            Ok(dir) => crate::store::salvage::main(&dir, out.as_deref()),
+            Err(c) => c,
+        },
         Cmd::Prefetch {
             plan,
             models_only,
@@ -648,7 +686,7 @@ pub fn run(cli: Cli) -> i32 {
                 match crate::night::bench(&plan, &mut std::io::stdout()) {
                     Ok(()) => 0,
                     Err(e) => {
-                        eprintln!("error: {e}");
+                        tracing::error!("{e}");
                         1
                     }
                 }
@@ -656,13 +694,13 @@ pub fn run(cli: Cli) -> i32 {
             "parse" => match crate::parse::bench::run(size_mb, &mut std::io::stdout()) {
                 Ok(()) => 0,
                 Err(e) => {
-                    eprintln!("error: {e:#}");
+                    tracing::error!("{e:#}");
                     1
                 }
             },
             other => {
-                eprintln!(
-                    "error: unknown benchmark `{other}` (expected engine, store, stats, parse, tui, night, attach or daemon)"
+                tracing::error!(
+                    "unknown benchmark `{other}` (expected engine, store, stats, parse, tui, night, attach or daemon)"
                 );
                 2
             }
@@ -677,7 +715,7 @@ pub fn run(cli: Cli) -> i32 {
 /// `nightshift digest`: from the live daemon when one runs, else from the store.
 fn digest(store: Option<PathBuf>, format: &str, out: Option<PathBuf>) -> i32 {
     if !["md", "html"].contains(&format) {
-        eprintln!("error: --format `{format}` (expected md or html)");
+        tracing::error!("--format `{format}` (expected md or html)");
         return 2;
     }
     let dir = match crate::store::cli::find_dir(store) {
@@ -701,7 +739,7 @@ fn digest(store: Option<PathBuf>, format: &str, out: Option<PathBuf>) -> i32 {
                 0
             }
             Err(e) => {
-                eprintln!("error: {}: {e}", path.display());
+                tracing::error!("{}: {e}", path.display());
                 2
             }
         },
@@ -733,8 +771,8 @@ pub fn spawn_signal_handler(shutdown: CancellationToken) {
                 _ = tokio::signal::ctrl_c() => {},
                 _ = term.recv() => {},
             }
-            eprintln!(
-                "nightshift: stopping: cancelling runs in flight (run the same command to resume; a second signal exits at once)"
+            tracing::warn!(
+                "stopping: cancelling runs in flight (run the same command to resume; a second signal exits at once)"
             );
             shutdown.cancel();
             // Teardown can hang on a stuck Docker daemon: a second signal must still work.
@@ -742,9 +780,7 @@ pub fn spawn_signal_handler(shutdown: CancellationToken) {
                 _ = tokio::signal::ctrl_c() => {},
                 _ = term.recv() => {},
             }
-            eprintln!(
-                "nightshift: second signal: exiting now; leftovers are removed on the next run"
-            );
+            tracing::warn!("second signal: exiting now; leftovers are removed on the next run");
             std::process::exit(130);
         }
         #[cfg(not(unix))]
@@ -788,7 +824,7 @@ fn plan_cmd(cmd: PlanCmd) -> i32 {
             let text = match std::fs::read_to_string(&file) {
                 Ok(t) => t,
                 Err(e) => {
-                    eprintln!("error: {}: cannot read: {e}", file.display());
+                    tracing::error!("{}: cannot read: {e}", file.display());
                     return 2;
                 }
             };
@@ -799,14 +835,14 @@ fn plan_cmd(cmd: PlanCmd) -> i32 {
             ) {
                 Ok(t) => t,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    tracing::error!("{e}");
                     return 2;
                 }
             };
             match output {
                 Some(p) => {
                     if let Err(e) = std::fs::write(&p, toml) {
-                        eprintln!("error: {}: cannot write: {e}", p.display());
+                        tracing::error!("{}: cannot write: {e}", p.display());
                         return 2;
                     }
                 }

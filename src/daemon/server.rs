@@ -114,6 +114,15 @@ impl Hub {
         let phase = match (&st.paused, st.finished) {
             (_, true) => "finished".to_string(),
             (Some(why), _) => format!("paused ({why})"),
+            (None, _) if !st.paused_models.is_empty() => format!(
+                "running, runs of {} paused by the breaker, {} waiting for the operator",
+                st.paused_models
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                c.held
+            ),
             (None, _) if c.held > 0 => format!("running, {} waiting for the operator", c.held),
             (None, _) => "running".to_string(),
         };

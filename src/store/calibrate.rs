@@ -83,7 +83,7 @@ pub fn main(
 ) -> i32 {
     let aa = Arc::new(aa_plan(plan, commits, repeats));
     if aa.runs.is_empty() {
-        eprintln!("error: the plan has no runnable baseline to calibrate with");
+        tracing::error!("the plan has no runnable baseline to calibrate with");
         return 2;
     }
     let dir = aa_dir(store);
@@ -94,11 +94,11 @@ pub fn main(
     let (obs, state, _) = match resume::prepare(s, &aa, &ResumeOptions::default()) {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            tracing::error!("{e:#}");
             return 1;
         }
     };
-    eprintln!(
+    tracing::info!(
         "calibrate: {} A/A runs ({} commits × {repeats}) into {}",
         aa.runs.len(),
         aa.runs.len() / repeats.max(1) as usize,
@@ -110,7 +110,7 @@ pub fn main(
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: {e}");
+            tracing::error!("{e}");
             return 1;
         }
     };
@@ -129,7 +129,7 @@ pub fn main(
         engine.run(CancellationToken::new()).await
     });
     if let Err(e) = res {
-        eprintln!("error: {e:#}");
+        tracing::error!("{e:#}");
         return 1;
     }
     let bands = match Store::open(&dir, false)
@@ -138,19 +138,19 @@ pub fn main(
     {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            tracing::error!("{e:#}");
             return 1;
         }
     };
     if bands.is_empty() {
-        eprintln!("error: no metric had two successful identical runs; nothing calibrated");
+        tracing::error!("no metric had two successful identical runs; nothing calibrated");
         return 1;
     }
     let saved = Store::open(store, true)
         .map_err(anyhow::Error::from)
         .and_then(|mut s| s.put_calibration(&bands));
     if let Err(e) = saved {
-        eprintln!("error: cannot save the calibration: {e:#}");
+        tracing::error!("cannot save the calibration: {e:#}");
         return 1;
     }
     for (k, b) in &bands.bands {
