@@ -520,3 +520,25 @@ fn calibrate_saves_a_band_that_results_use() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--repeats 2 or more"));
 }
+
+#[test]
+fn results_from_run_summaries_match_results_from_the_event_log() {
+    use nightshift::store::report;
+    let tmp = tempfile::tempdir().unwrap();
+    let commits: Vec<(String, &str)> = (0..4).map(|i| (format!("e{i:07x}"), "")).collect();
+    let refs: Vec<(&str, &str)> = commits.iter().map(|(c, e)| (c.as_str(), *e)).collect();
+    let plan = write_plan(
+        tmp.path(),
+        &plan_text(&refs).replace("[defaults]\n", "[defaults]\nrepeats = 3\n"),
+    );
+    let store = tmp.path().join("store");
+    assert_eq!(run_ok(&plan, &store, &[]).0, 0);
+    let s = Store::open(&store, false).unwrap();
+    let full = s.docs().unwrap();
+    let fast = s.summary_docs();
+    let opts = report::Options::with_threshold(2.0);
+    let a = report::render_table(&report::build(&s.in_order(&full), &opts));
+    let b = report::render_table(&report::build(&s.in_order(&fast), &opts));
+    assert_eq!(a, b);
+    assert!(a.contains("n=3"), "{a}");
+}

@@ -317,6 +317,23 @@ impl Store {
         Ok(docs)
     }
 
+    /// Every run as the report reads it — one attempt, its folded record — from the run
+    /// summaries loaded on open, without reading the event log: enough for `results` as a
+    /// table, Markdown or HTML. Histories (every attempt) come from [`Store::docs`].
+    pub fn summary_docs(&self) -> BTreeMap<String, RunDoc> {
+        self.runs
+            .iter()
+            .map(|(k, s)| {
+                let mut d = RunDoc::of_record(s.ran_as().clone(), &s.record);
+                d.key = k.clone();
+                d.info = s.info.clone();
+                d.predicted = s.predicted.clone();
+                d.removed = s.removed;
+                (k.clone(), d)
+            })
+            .collect()
+    }
+
     /// `docs` in plan order (removed runs last, by key).
     pub fn in_order<'a>(&self, docs: &'a BTreeMap<String, RunDoc>) -> Vec<&'a RunDoc> {
         let mut out: Vec<&RunDoc> = docs.values().collect();
