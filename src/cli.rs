@@ -221,6 +221,13 @@ pub enum Cmd {
         /// single runs when the box is uncalibrated.
         #[arg(long, default_value_t = 2.0)]
         threshold: f64,
+        /// Significance level of the rank test and the noise band.
+        #[arg(long, default_value_t = 0.05)]
+        alpha: f64,
+        /// Generated-token totals may differ by this fraction before throughput is flagged
+        /// incomparable.
+        #[arg(long, default_value_t = 0.05)]
+        token_share: f64,
     },
     /// Measure this box's run-to-run noise: the baselines of a few of the plan's commits,
     /// run several times unchanged (A/A), give each metric's noise band per model size.
@@ -590,8 +597,17 @@ pub fn run(cli: Cli) -> i32 {
             format,
             filter,
             threshold,
+            alpha,
+            token_share,
         } => {
-            if let Err(e) = crate::store::cli::check_results_args(&format, filter.as_deref()) {
+            let judge = crate::store::report::Judge {
+                threshold,
+                alpha,
+                token_share,
+            };
+            if let Err(e) = crate::store::cli::check_results_args(&format, filter.as_deref())
+                .and_then(|_| judge.check())
+            {
                 tracing::error!("{e}");
                 return 2;
             }
@@ -603,12 +619,12 @@ pub fn run(cli: Cli) -> i32 {
             let want = crate::daemon::protocol::Want::Results {
                 format: format.clone(),
                 filter: filter.clone(),
-                threshold,
+                judge,
             };
             if let Some(code) = crate::daemon::client::query(&dir, want) {
                 return code;
             }
-            crate::store::cli::results(Some(dir), &format, filter.as_deref(), threshold)
+            crate::store::cli::results(Some(dir), &format, filter.as_deref(), judge)
         }
         Cmd::Show { what, store, json } => {
             let dir = match crate::store::cli::find_dir(store) {

@@ -542,3 +542,44 @@ fn results_from_run_summaries_match_results_from_the_event_log() {
     assert_eq!(a, b);
     assert!(a.contains("n=3"), "{a}");
 }
+
+#[test]
+fn results_options_are_checked_and_html_is_one_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = write_plan(tmp.path(), &plan_text(&[("f1111111", "")]));
+    let store = tmp.path().join("store");
+    assert_eq!(run_ok(&plan, &store, &[]).0, 0);
+    for bad in [
+        &["--alpha", "2"][..],
+        &["--token-share", "-1"],
+        &["--format", "pdf"],
+    ] {
+        let o = Command::new(BIN)
+            .args(["results", "--store"])
+            .arg(&store)
+            .args(bad)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("expected"),
+            "{bad:?}"
+        );
+    }
+    let o = Command::new(BIN)
+        .args(["results", "--format", "html", "--alpha", "0.01", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let page = String::from_utf8_lossy(&o.stdout);
+    assert!(page.starts_with("<!doctype html>") && page.ends_with("</html>"));
+    assert!(page.contains("α=0.01"), "{page}");
+    let o = Command::new(BIN)
+        .args(["results", "--format", "json", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(doc["summary"]["alpha"].as_f64().is_some());
+    assert!(!doc["records"].as_array().unwrap().is_empty());
+}

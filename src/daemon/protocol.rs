@@ -32,7 +32,9 @@ pub enum Want {
     Results {
         format: String,
         filter: Option<String>,
-        threshold: f64,
+        /// threshold, alpha, token share (older clients send the threshold alone).
+        #[serde(flatten)]
+        judge: crate::store::report::Judge,
     },
     /// `nightshift show` from the live store.
     Show { what: String, json: bool },

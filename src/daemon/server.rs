@@ -65,8 +65,8 @@ impl Hub {
                 Want::Results {
                     format,
                     filter,
-                    threshold,
-                } => crate::store::cli::results_for(&s, &format, filter.as_deref(), threshold),
+                    judge,
+                } => crate::store::cli::results_for(&s, &format, filter.as_deref(), judge),
                 Want::Show { what, json } => crate::store::cli::show_for(&s, &what, json),
                 Want::Digest { format } => crate::store::cli::digest_for(&s, &format),
                 _ => Err((2, "not a query".into())),

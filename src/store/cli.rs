@@ -234,11 +234,12 @@ pub fn results_for(
     store: &Store,
     format: &str,
     filter: Option<&str>,
-    threshold: f64,
+    judge: report::Judge,
 ) -> Result<String, (i32, String)> {
     check_results_args(format, filter).map_err(|e| (2, e))?;
+    judge.check().map_err(|e| (2, e))?;
     let filter = report::parse_filter(filter.unwrap_or("")).map_err(|e| (2, e.to_string()))?;
-    results_text(store, format, &filter, threshold)
+    results_text(store, format, &filter, judge)
         .map_err(|e| (2, format!("store {}: {e:#}", store.dir().display())))
 }
 
@@ -273,8 +274,13 @@ pub fn answer(r: Result<String, (i32, String)>) -> i32 {
     }
 }
 
-pub fn results(store: Option<PathBuf>, format: &str, filter: Option<&str>, threshold: f64) -> i32 {
-    if let Err(e) = check_results_args(format, filter) {
+pub fn results(
+    store: Option<PathBuf>,
+    format: &str,
+    filter: Option<&str>,
+    judge: report::Judge,
+) -> i32 {
+    if let Err(e) = check_results_args(format, filter).and_then(|_| judge.check()) {
         tracing::error!("{e}");
         return 2;
     }
@@ -282,7 +288,7 @@ pub fn results(store: Option<PathBuf>, format: &str, filter: Option<&str>, thres
         Ok(s) => s,
         Err(c) => return c,
     };
-    answer(results_for(&store, format, filter, threshold))
+    answer(results_for(&store, format, filter, judge))
 }
 
 /// Write to stdout; a closed pipe (`| head`) is not an error.
@@ -296,7 +302,7 @@ pub fn results_text(
     store: &Store,
     format: &str,
     filter: &[(String, bool, String)],
-    threshold: f64,
+    judge: report::Judge,
 ) -> anyhow::Result<String> {
     // Records of every attempt need the event log; the report itself reads one attempt per
     // run, which the run summaries already hold (fast at 10,000 runs).
@@ -313,7 +319,7 @@ pub fn results_text(
     if format == "jsonl" {
         return Ok(report::render_jsonl(&docs));
     }
-    let mut opts = report::Options::with_threshold(threshold);
+    let mut opts = report::Options::of(judge);
     opts.calibration = store.calibration();
     let r = report::build(&docs, &opts);
     Ok(match format {
@@ -447,7 +453,7 @@ fn bench_in(plan: &Arc<Plan>, tmp: &Path) -> i32 {
     let bytes_reopen = dir_bytes(tmp);
     let timed = |format: &str| {
         let t = Instant::now();
-        let text = results_text(&store, format, &[], 2.0);
+        let text = results_text(&store, format, &[], report::Judge::default());
         (
             t.elapsed(),
             text.unwrap_or_else(|e| format!("error: {e:#}")),

@@ -16,6 +16,60 @@ pub use super::render::{
     render_csv, render_json, render_jsonl, render_md, render_summary, render_table,
 };
 
+/// The knobs of a verdict a user sets (`results --threshold --alpha --token-share`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct Judge {
+    /// Minimum effect in percent (and the uncalibrated ±rule).
+    pub threshold: f64,
+    #[serde(default = "default_alpha")]
+    pub alpha: f64,
+    /// Generated-token totals may differ by this fraction before throughput is incomparable.
+    #[serde(default = "default_token_share")]
+    pub token_share: f64,
+}
+
+fn default_alpha() -> f64 {
+    0.05
+}
+fn default_token_share() -> f64 {
+    0.05
+}
+
+impl Default for Judge {
+    fn default() -> Judge {
+        Judge {
+            threshold: 2.0,
+            alpha: default_alpha(),
+            token_share: default_token_share(),
+        }
+    }
+}
+
+impl Judge {
+    /// Bad values are bad usage (exit 2), said plainly.
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.threshold.is_finite() && self.threshold >= 0.0) {
+            return Err(format!(
+                "--threshold {} (expected a percentage ≥ 0)",
+                self.threshold
+            ));
+        }
+        if !(self.alpha > 0.0 && self.alpha < 1.0) {
+            return Err(format!(
+                "--alpha {} (expected a level between 0 and 1, e.g. 0.05)",
+                self.alpha
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.token_share) {
+            return Err(format!(
+                "--token-share {} (expected a fraction between 0 and 1)",
+                self.token_share
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// What decides the verdicts.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -28,6 +82,13 @@ pub struct Options {
 }
 
 impl Options {
+    pub fn of(j: Judge) -> Options {
+        let mut o = Options::with_threshold(j.threshold);
+        o.stats.alpha = j.alpha;
+        o.token_share = j.token_share;
+        o
+    }
+
     /// The defaults with `threshold_pct` as the minimum effect and the uncalibrated rule.
     pub fn with_threshold(threshold_pct: f64) -> Options {
         Options {
