@@ -150,6 +150,25 @@ pub fn infer_kind(metrics: &BTreeMap<String, f64>) -> Kind {
     }
 }
 
+/// Whether a report reads this metric: the headline table's, each kind's headline (and the
+/// keys that tell the kind), and the counts comparability checks use. Reports skip the
+/// rest (dozens of percentiles per serving run) to stay fast at 10,000 runs.
+pub fn reported(key: &str) -> bool {
+    HEADLINE.iter().any(|m| m.key == key)
+        || [
+            Kind::Serving,
+            Kind::Throughput,
+            Kind::Latency,
+            Kind::PrefixCaching,
+        ]
+        .iter()
+        .any(|k| headline_keys(*k).contains(&key))
+        || matches!(
+            key,
+            "total_output_tokens" | "failed_requests" | "successful_requests" | "throughput_req_s"
+        )
+}
+
 /// The headline metric and its value.
 pub fn headline(metrics: &BTreeMap<String, f64>) -> Option<(&'static str, f64)> {
     headline_keys(infer_kind(metrics))

@@ -326,7 +326,9 @@ impl Store {
             .map(|(k, s)| {
                 let mut d = RunDoc::of_record(s.ran_as().clone(), &s.record);
                 d.key = k.clone();
-                d.info = s.info.clone();
+                if !s.earlier.is_empty() {
+                    d.info = s.info.clone();
+                }
                 d.predicted = s.predicted.clone();
                 d.removed = s.removed;
                 (k.clone(), d)
@@ -338,7 +340,8 @@ impl Store {
     pub fn in_order<'a>(&self, docs: &'a BTreeMap<String, RunDoc>) -> Vec<&'a RunDoc> {
         let mut out: Vec<&RunDoc> = docs.values().collect();
         let order = |d: &RunDoc| self.runs.get(&d.key).map_or(u32::MAX, |s| s.order);
-        out.sort_by_key(|d| (d.removed, if d.removed { 0 } else { order(d) }));
+        // Cached: one summary lookup per run, not one per comparison (10,000 runs).
+        out.sort_by_cached_key(|d| (d.removed, if d.removed { 0 } else { order(d) }));
         out
     }
 

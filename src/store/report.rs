@@ -250,7 +250,7 @@ fn cell(docs: &[&RunDoc], level: f64) -> Option<Cell> {
         if let Some(a) = counted(d) {
             n += 1;
             fact_src.get_or_insert((*d, a));
-            for (k, v) in &a.metrics {
+            for (k, v) in a.metrics.iter().filter(|(k, _)| metric::reported(k)) {
                 samples.entry(k.clone()).or_default().push(*v);
             }
         }
@@ -399,16 +399,19 @@ fn compare(
 /// Bands for what calibration lacks, learned from the docs' own repeats: every commit ×
 /// variant with two or more counted repeats is a group of identical runs.
 pub fn learn_bands(docs: &[&RunDoc]) -> Calibration {
-    let mut groups: BTreeMap<String, BTreeMap<(String, String), Vec<f64>>> = BTreeMap::new();
+    // (metric, size class) → (commit, variant) → values; borrowed keys, so 10,000 runs
+    // cost no allocation per run and metric.
+    type Groups<'a> = BTreeMap<(&'a str, &'a Variant), Vec<f64>>;
+    let mut groups: BTreeMap<(&str, &str), Groups> = BTreeMap::new();
     for d in docs {
         let Some(a) = counted(d) else { continue };
         let class = band::size_class(d.info.model.as_deref());
         for m in metric::HEADLINE {
             if let Some(v) = a.metrics.get(m.key) {
                 groups
-                    .entry(Calibration::key(m.key, class))
+                    .entry((m.key, class))
                     .or_default()
-                    .entry((d.info.commit.clone(), d.info.variant.to_string()))
+                    .entry((d.info.commit.as_str(), &d.info.variant))
                     .or_default()
                     .push(*v);
             }
@@ -416,9 +419,10 @@ pub fn learn_bands(docs: &[&RunDoc]) -> Calibration {
     }
     let bands = groups
         .into_iter()
-        .filter_map(|(k, g)| {
-            let g: Vec<Vec<f64>> = g.into_values().collect();
-            band::learn(&g, "learned").map(|b| (k, b))
+        .filter_map(|((k, class), g)| {
+            // Only groups of identical runs say anything about noise.
+            let g: Vec<Vec<f64>> = g.into_values().filter(|v| v.len() > 1).collect();
+            band::learn(&g, "learned").map(|b| (Calibration::key(k, class), b))
         })
         .collect();
     Calibration { bands, saved_ms: 0 }
