@@ -14,12 +14,14 @@
 //! starts, runs in flight are re-queued by the store's resume).
 
 pub mod bench;
+pub mod calibrate;
 pub mod client;
+pub mod commands;
 pub mod protocol;
 pub mod server;
 
+use crate::daemon::commands::{prepare_run, resolve_dir, Prepared, RunArgs};
 use crate::engine::{Engine, EngineOptions};
-use crate::store::cli::{prepare_run, resolve_dir, Prepared, RunArgs};
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -155,7 +157,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         // The morning digest, next to the store, whatever way the sweep ended.
         let digest = tokio::task::spawn_blocking(move || {
             let s = store.lock().unwrap_or_else(|e| e.into_inner());
-            crate::store::cli::write_digest(&s)
+            crate::daemon::commands::write_digest(&s)
         })
         .await;
         match digest {

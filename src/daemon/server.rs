@@ -66,9 +66,9 @@ impl Hub {
                     format,
                     filter,
                     judge,
-                } => crate::store::cli::results_for(&s, &format, filter.as_deref(), judge),
-                Want::Show { what, json } => crate::store::cli::show_for(&s, &what, json),
-                Want::Digest { format } => crate::store::cli::digest_for(&s, &format),
+                } => crate::daemon::commands::results_for(&s, &format, filter.as_deref(), judge),
+                Want::Show { what, json } => crate::daemon::commands::show_for(&s, &what, json),
+                Want::Digest { format } => crate::daemon::commands::digest_for(&s, &format),
                 _ => Err((2, "not a query".into())),
             }
         })

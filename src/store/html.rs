@@ -6,9 +6,24 @@
 use super::chart;
 use super::render::{method_note, verdict_text};
 use super::report::Report;
-use crate::digest::html::esc;
 use crate::metric;
 use std::fmt::Write;
+
+/// Escape text for HTML element content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#1b1f24;background:#fff}\
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ccd}h3{font-size:1em}\

@@ -4,14 +4,14 @@
 //! per model-size class, is the noise band that single-run comparisons are then judged by.
 //! The band is kept in the sweep's store, so `results` and the digest use it.
 
-use super::report;
-use super::resume::{self, ResumeOptions};
-use super::Store;
 use crate::engine::{Engine, EngineOptions};
 use crate::model::{RunId, Variant};
 use crate::plan::Plan;
 use crate::runtime::Runtime;
 use crate::stats::Calibration;
+use crate::store::report;
+use crate::store::resume::{self, ResumeOptions};
+use crate::store::Store;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -89,7 +89,7 @@ pub fn main(
     let dir = aa_dir(store);
     let s = match Store::open(&dir, true) {
         Ok(s) => s,
-        Err(e) => return super::cli::store_error(&e),
+        Err(e) => return super::commands::store_error(&e),
     };
     let (obs, state, _) = match resume::prepare(s, &aa, &ResumeOptions::default()) {
         Ok(x) => x,
