@@ -1,6 +1,7 @@
 //! `e` / `:export`: the results table as CSV and JSON, one row per run, with the same
 //! statistics `nightshift results` reports (n, median and interval, Δ vs baseline with its
-//! interval, p-value, verdict, flags).
+//! interval, p-value, verdict, flags). `improvement_vs_baseline_pct` is positive when the
+//! run is better than its baseline, whichever way its headline metric points.
 
 use super::app::{headline, run_category, App};
 use crate::store::record::{RunDoc, RunInfo};
@@ -88,7 +89,7 @@ fn csv_field(s: &str) -> String {
 
 pub fn csv(app: &App) -> String {
     let mut out = String::from(
-        "key,commit,variant,model,status,category,attempt,headline_key,headline,delta_vs_baseline_pct,n,median,ci_low,ci_high,ci_low_pct,ci_high_pct,p_value,verdict,method,flags,title\n",
+        "key,commit,variant,model,status,category,attempt,headline_key,headline,improvement_vs_baseline_pct,n,median,ci_low,ci_high,ci_low_pct,ci_high_pct,p_value,verdict,method,flags,title\n",
     );
     let (_, r) = report(app);
     let stats = stats_by_key(&r);
