@@ -399,29 +399,34 @@ fn compare(
 /// Bands for what calibration lacks, learned from the docs' own repeats: every commit ×
 /// variant with two or more counted repeats is a group of identical runs.
 pub fn learn_bands(docs: &[&RunDoc]) -> Calibration {
-    // (metric, size class) → (commit, variant) → values; borrowed keys, so 10,000 runs
-    // cost no allocation per run and metric.
-    type Groups<'a> = BTreeMap<(&'a str, &'a Variant), Vec<f64>>;
-    let mut groups: BTreeMap<(&str, &str), Groups> = BTreeMap::new();
+    // Groups of identical runs first (one hash insert per run), then only groups of two
+    // or more per metric: a night of single runs costs one pass and nothing else.
+    let mut by_run: std::collections::HashMap<(&str, &Variant), Vec<&RunDoc>> =
+        std::collections::HashMap::new();
     for d in docs {
-        let Some(a) = counted(d) else { continue };
-        let class = band::size_class(d.info.model.as_deref());
+        if counted(d).is_some() {
+            by_run
+                .entry((d.info.commit.as_str(), &d.info.variant))
+                .or_default()
+                .push(d);
+        }
+    }
+    let mut groups: BTreeMap<(&str, &str), Vec<Vec<f64>>> = BTreeMap::new();
+    for g in by_run.values().filter(|g| g.len() > 1) {
+        let class = band::size_class(g[0].info.model.as_deref());
         for m in metric::HEADLINE {
-            if let Some(v) = a.metrics.get(m.key) {
-                groups
-                    .entry((m.key, class))
-                    .or_default()
-                    .entry((d.info.commit.as_str(), &d.info.variant))
-                    .or_default()
-                    .push(*v);
+            let v: Vec<f64> = g
+                .iter()
+                .filter_map(|d| counted(d)?.metrics.get(m.key).copied())
+                .collect();
+            if v.len() > 1 {
+                groups.entry((m.key, class)).or_default().push(v);
             }
         }
     }
     let bands = groups
         .into_iter()
         .filter_map(|((k, class), g)| {
-            // Only groups of identical runs say anything about noise.
-            let g: Vec<Vec<f64>> = g.into_values().filter(|v| v.len() > 1).collect();
             band::learn(&g, "learned").map(|b| (Calibration::key(k, class), b))
         })
         .collect();
