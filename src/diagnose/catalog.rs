@@ -5,6 +5,9 @@ use super::DataError;
 use crate::category::Category;
 use crate::model::Stream;
 use regex::{Regex, RegexSet};
+
+/// Room for the signature set's lazy DFA (see `rebuild_set`).
+const DFA_CACHE_BYTES: usize = 16 << 20;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -267,7 +270,14 @@ impl Catalog {
                 owner.push(i);
             }
         }
-        self.set = RegexSet::new(&pats).expect("each pattern compiled on its own");
+        // The lazy DFA's default 2 MiB cache thrashes on this many patterns with bounded
+        // repeats (`.{0,200}`) and case folding: it gives up and the PikeVM runs instead,
+        // 0.6 MB/s against 190 MB/s with room to grow (measured on request-log lines). The
+        // cache only grows to the states the log text visits.
+        self.set = regex::RegexSetBuilder::new(&pats)
+            .dfa_size_limit(DFA_CACHE_BYTES)
+            .build()
+            .expect("each pattern compiled on its own");
         self.set_owner = owner;
     }
 
