@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need, builds the offline stand-in
-# vLLM image for the Docker tests (reused when present), then runs every test.
+# vLLM image for the Docker tests (reused when present), starts a single-host Slurm for the
+# Slurm tests (scripts/slurm-up.sh), then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +25,17 @@ elif [ "${CI:-}" = true ]; then
   exit 1
 else
   echo "Docker unreachable: the Docker tests will print SKIP"
+fi
+
+# The Slurm tests (tests/slurm.rs): a single-host Slurm (munge, slurmctld, slurmd; 8 GPUs
+# as a gres count) running the stand-in images with the docker launcher.
+if [ "$(id -u)" = 0 ] && docker info >/dev/null 2>&1; then
+  scripts/slurm-up.sh
+elif [ "${CI:-}" = true ]; then
+  echo "error: CI=true but the Slurm tests need root (to start munge and Slurm) and Docker" >&2
+  exit 1
+else
+  echo "not root or no Docker: the Slurm tests will print SKIP unless Slurm already runs here"
 fi
 
 cargo test --all-targets -- --test-threads 2

@@ -25,6 +25,8 @@ pub struct Cli {
 pub enum RuntimeKind {
     Docker,
     Sim,
+    /// One Slurm batch job per run (see `--slurm-*`).
+    Slurm,
 }
 
 /// `run`'s image options: disk budget and eviction, and builds from source.
@@ -131,7 +133,8 @@ pub enum Cmd {
         /// Print one line per state change instead of opening the TUI.
         #[arg(long)]
         headless: bool,
-        /// Where runs execute: docker (real containers) or sim (simulated, no GPU).
+        /// Where runs execute: docker (real containers), slurm (a batch job per run) or
+        /// sim (simulated, no GPU).
         #[arg(long, value_enum, default_value = "docker")]
         runtime: RuntimeKind,
         /// Store directory (default: XDG data dir per sweep name).
@@ -159,6 +162,8 @@ pub enum Cmd {
         images: ImageArgs,
         #[command(flatten)]
         alerts: AlertArgs,
+        #[command(flatten)]
+        slurm: crate::runtime::slurm::SlurmArgs,
     },
     /// The TUI on the store's running sweep (started by `run`; detach with `d`).
     Attach {
@@ -367,6 +372,7 @@ pub fn run(cli: Cli) -> i32 {
             rerun_changed,
             images,
             alerts,
+            slurm,
         } => {
             let speed: Speed = match speed.parse() {
                 Ok(s) => s,
@@ -389,28 +395,35 @@ pub fn run(cli: Cli) -> i32 {
                 }
             };
             // Docker runs in real time (policy backoffs unscaled); the sim scales them.
-            let (rt, gpus, time_scale): (Arc<dyn Runtime>, u32, f64) =
-                if runtime == RuntimeKind::Docker {
-                    match crate::runtime::docker::for_cli(
-                        &plan,
-                        &images.docker(),
-                        gpus,
-                        overrides.recipes.clone(),
-                    ) {
-                        Ok(rt) => (
-                            rt,
-                            gpus.unwrap_or_else(crate::runtime::docker::visible_gpus),
-                            1.0,
-                        ),
-                        Err(code) => return code,
-                    }
-                } else {
-                    (
-                        Arc::new(SimRuntime::new(speed)),
-                        gpus.unwrap_or(8),
-                        speed.time_scale(),
-                    )
-                };
+            let (rt, gpus, time_scale): (Arc<dyn Runtime>, u32, f64) = if runtime
+                == RuntimeKind::Docker
+            {
+                match crate::runtime::docker::for_cli(
+                    &plan,
+                    &images.docker(),
+                    gpus,
+                    overrides.recipes.clone(),
+                ) {
+                    Ok(rt) => (
+                        rt,
+                        gpus.unwrap_or_else(crate::runtime::docker::visible_gpus),
+                        1.0,
+                    ),
+                    Err(code) => return code,
+                }
+            } else if runtime == RuntimeKind::Slurm {
+                match crate::runtime::slurm::for_cli(&plan, &slurm, gpus, overrides.recipes.clone())
+                {
+                    Ok((rt, gpus)) => (rt, gpus, 1.0),
+                    Err(code) => return code,
+                }
+            } else {
+                (
+                    Arc::new(SimRuntime::new(speed)),
+                    gpus.unwrap_or(8),
+                    speed.time_scale(),
+                )
+            };
             let args = crate::store::cli::RunArgs {
                 plan,
                 runtime: rt,

@@ -4,6 +4,7 @@
 
 pub mod docker;
 pub mod sim;
+pub mod slurm;
 
 use crate::model::{Pipe, RunId, Stage, Stream, Variant};
 use crate::plan::{BenchKind, CommandView, SimSpec};
