@@ -193,7 +193,14 @@ async fn slurm_sweep_matches_docker() {
     let shared = tmp.path().join("shared");
     let rt = Arc::new(SlurmRuntime::new(slurm_config(&shared, &plan)));
     let t = Instant::now();
-    let on_slurm = outcomes(&plan, &run_sweep(plan.clone(), rt, 2).await);
+    let state = run_sweep(plan.clone(), rt, 2).await;
+    let on_slurm = outcomes(&plan, &state);
+    // What the GPU panel shows: each run's job, its node and allocation.
+    for r in &state.runs {
+        assert!(r.provenance.contains_key("slurm_job_id"), "{:?}", r.provenance);
+        assert_eq!(r.provenance.get("slurm_gres").map(String::as_str), Some("gres:gpu:1"));
+        assert!(r.provenance.get("slurm_node").is_some_and(|n| !n.is_empty()));
+    }
     eprintln!("slurm sweep: {:.1} s", t.elapsed().as_secs_f64());
 
     let mut dcfg = DockerConfig::from_plan(&plan);

@@ -398,14 +398,7 @@ impl SlurmRuntime {
                         };
                         self.dlog(sink, Pipe::Stdout, msg).await;
                     }
-                    if j.is_pending() && info.as_ref().is_none_or(|i| i.reason != j.reason) {
-                        self.dlog(
-                            sink,
-                            Pipe::Stdout,
-                            format!("slurm job {} pending ({})", j.id, j.reason),
-                        )
-                        .await;
-                    }
+                    self.report_changes(info.as_ref(), &j, sink).await;
                     let over = j.is_over();
                     let poll = if j.is_pending() {
                         submit::POLL_PENDING
@@ -451,6 +444,38 @@ impl SlurmRuntime {
         report
     }
 
+    /// What the GPU panel shows of the job (state, node, allocation), when it changes.
+    async fn report_changes(&self, before: Option<&JobInfo>, j: &JobInfo, sink: &RunSink) {
+        let prov = |k: &str, v: String| RuntimeMsg::Provenance {
+            key: k.into(),
+            value: v,
+        };
+        let state = |i: &JobInfo| {
+            if i.is_pending() && !i.reason.is_empty() && i.reason != "None" {
+                format!("{} ({})", i.state, i.reason)
+            } else {
+                i.state.clone()
+            }
+        };
+        if before.map(state) != Some(state(j)) {
+            if j.is_pending() {
+                self.dlog(
+                    sink,
+                    Pipe::Stdout,
+                    format!("slurm job {} {}", j.id, state(j)),
+                )
+                .await;
+            }
+            sink.send(prov("slurm_state", state(j))).await;
+        }
+        if !j.gres.is_empty() && before.map(|b| &b.gres) != Some(&j.gres) {
+            sink.send(prov("slurm_gres", j.gres.clone())).await;
+        }
+        if !j.nodes.is_empty() && before.map(|b| &b.nodes) != Some(&j.nodes) {
+            sink.send(prov("slurm_node", j.nodes.clone())).await;
+        }
+    }
+
     /// Deliver the files' new lines and act on the status markers.
     async fn take(
         &self,
@@ -488,7 +513,7 @@ impl SlurmRuntime {
                 }
                 Marker::Node { node, gpus } => {
                     sink.send(RuntimeMsg::Provenance {
-                        key: "slurm_node".into(),
+                        key: "slurm_alloc".into(),
                         value: format!("{node} gpus={gpus}"),
                     })
                     .await
