@@ -91,7 +91,7 @@ pub fn engine(runs: usize) -> i32 {
     let tmp = match tempfile::tempdir() {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("error: a temporary store: {e}");
+            tracing::error!("a temporary store: {e}");
             return 1;
         }
     };
@@ -103,7 +103,7 @@ pub fn engine(runs: usize) -> i32 {
     let (obs, state, _) = match prepared {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: store: {e:#}");
+            tracing::error!("store: {e:#}");
             return 1;
         }
     };
@@ -144,7 +144,7 @@ pub fn engine(runs: usize) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            tracing::error!("{e:#}");
             1
         }
     }

@@ -250,6 +250,16 @@ pub enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Export what is still readable from a damaged store, as JSON Lines (the plan, every
+    /// run's summary, every event), without writing to it.
+    Salvage {
+        /// The damaged store's directory.
+        #[arg(long)]
+        store: Option<PathBuf>,
+        /// Write here instead of to standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Fetch the plan's model weights (into the HF cache) and datasets ahead of the night.
     Prefetch {
         /// The sweep plan (TOML).
@@ -317,6 +327,7 @@ pub enum PlanCmd {
 }
 
 pub fn main() -> i32 {
+    crate::logging::init();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -333,17 +344,36 @@ pub fn load_plan(path: &std::path::Path) -> Result<Plan, i32> {
     let box_defaults = crate::tui::config::Config::load(None)
         .map(|c| c.box_defaults())
         .unwrap_or_default();
-    Plan::load_with(path, &box_defaults).map_err(|e| {
+    let plan = Plan::load_with(path, &box_defaults).map_err(|e| {
         match &e {
-            LoadError::Io { .. } => eprintln!("error: {e}"),
+            LoadError::Io { .. } => tracing::error!("{e}"),
             LoadError::Invalid(diags) => {
                 for d in diags {
-                    eprintln!("error: {d}");
+                    tracing::error!("{d}");
                 }
             }
         }
         2
-    })
+    })?;
+    // The plan's own [policy], [[recipe]] and [[signature]] are checked with the plan.
+    plan_overrides(crate::overrides::Overrides::default(), &plan)?;
+    Ok(plan)
+}
+
+/// `base` with the plan's own overrides over it; errors (plan:line:col) printed, exit 2.
+fn plan_overrides(
+    base: crate::overrides::Overrides,
+    plan: &Plan,
+) -> Result<crate::overrides::Overrides, i32> {
+    let text = std::fs::read_to_string(&plan.path).map_err(|e| {
+        tracing::error!("{}: {e}", plan.path.display());
+        2
+    })?;
+    base.with_plan(&text, &plan.path.display().to_string())
+        .map_err(|e| {
+            tracing::error!("{e}");
+            2
+        })
 }
 
 pub fn run(cli: Cli) -> i32 {
@@ -377,7 +407,7 @@ pub fn run(cli: Cli) -> i32 {
             let speed: Speed = match speed.parse() {
                 Ok(s) => s,
                 Err(e) => {
-                    eprintln!("error: --speed: {e}");
+                    tracing::error!("--speed: {e}");
                     return 2;
                 }
             };
@@ -390,9 +420,13 @@ pub fn run(cli: Cli) -> i32 {
             ) {
                 Ok(o) => o,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    tracing::error!("{e}");
                     return 2;
                 }
+            };
+            let overrides = match plan_overrides(overrides, &plan) {
+                Ok(o) => o,
+                Err(code) => return code,
             };
             // Docker runs in real time (policy backoffs unscaled); the sim scales them.
             let (rt, gpus, time_scale): (Arc<dyn Runtime>, u32, f64) = if runtime
@@ -458,14 +492,14 @@ pub fn run(cli: Cli) -> i32 {
         },
         Cmd::Parse { files, json } => {
             if files.is_empty() {
-                eprintln!("error: parse needs at least one FILE");
+                tracing::error!("parse needs at least one FILE");
                 return 2;
             }
             crate::parse::cli::main(&files, json, &mut std::io::stdout(), &mut std::io::stderr())
         }
         Cmd::Diagnose { files, json } => {
             if files.is_empty() {
-                eprintln!("error: diagnose needs at least one FILE");
+                tracing::error!("diagnose needs at least one FILE");
                 return 2;
             }
             crate::diagnose::cli::main(&files, json, &mut std::io::stdout(), &mut std::io::stderr())
@@ -477,7 +511,7 @@ pub fn run(cli: Cli) -> i32 {
             threshold,
         } => {
             if let Err(e) = crate::store::cli::check_results_args(&format, filter.as_deref()) {
-                eprintln!("error: {e}");
+                tracing::error!("{e}");
                 return 2;
             }
             let dir = match crate::store::cli::find_dir(store) {
@@ -510,6 +544,10 @@ pub fn run(cli: Cli) -> i32 {
             crate::store::cli::show_cmd(Some(dir), &what, json)
         }
         Cmd::Digest { store, format, out } => digest(store, &format, out),
+        Cmd::Salvage { store, out } => match crate::store::cli::find_dir(store) {
+            Ok(dir) => crate::store::salvage::main(&dir, out.as_deref()),
+            Err(c) => c,
+        },
         Cmd::Prefetch {
             plan,
             models_only,
@@ -554,7 +592,7 @@ pub fn run(cli: Cli) -> i32 {
                 match crate::night::bench(&plan, &mut std::io::stdout()) {
                     Ok(()) => 0,
                     Err(e) => {
-                        eprintln!("error: {e}");
+                        tracing::error!("{e}");
                         1
                     }
                 }
@@ -562,13 +600,13 @@ pub fn run(cli: Cli) -> i32 {
             "parse" => match crate::parse::bench::run(size_mb, &mut std::io::stdout()) {
                 Ok(()) => 0,
                 Err(e) => {
-                    eprintln!("error: {e:#}");
+                    tracing::error!("{e:#}");
                     1
                 }
             },
             other => {
-                eprintln!(
-                    "error: unknown benchmark `{other}` (expected engine, store, parse, tui or night)"
+                tracing::error!(
+                    "unknown benchmark `{other}` (expected engine, store, parse, tui or night)"
                 );
                 2
             }
@@ -583,7 +621,7 @@ pub fn run(cli: Cli) -> i32 {
 /// `nightshift digest`: from the live daemon when one runs, else from the store.
 fn digest(store: Option<PathBuf>, format: &str, out: Option<PathBuf>) -> i32 {
     if !["md", "html"].contains(&format) {
-        eprintln!("error: --format `{format}` (expected md or html)");
+        tracing::error!("--format `{format}` (expected md or html)");
         return 2;
     }
     let dir = match crate::store::cli::find_dir(store) {
@@ -607,7 +645,7 @@ fn digest(store: Option<PathBuf>, format: &str, out: Option<PathBuf>) -> i32 {
                 0
             }
             Err(e) => {
-                eprintln!("error: {}: {e}", path.display());
+                tracing::error!("{}: {e}", path.display());
                 2
             }
         },
@@ -639,8 +677,8 @@ pub fn spawn_signal_handler(shutdown: CancellationToken) {
                 _ = tokio::signal::ctrl_c() => {},
                 _ = term.recv() => {},
             }
-            eprintln!(
-                "nightshift: stopping: cancelling runs in flight (run the same command to resume; a second signal exits at once)"
+            tracing::warn!(
+                "stopping: cancelling runs in flight (run the same command to resume; a second signal exits at once)"
             );
             shutdown.cancel();
             // Teardown can hang on a stuck Docker daemon: a second signal must still work.
@@ -648,9 +686,7 @@ pub fn spawn_signal_handler(shutdown: CancellationToken) {
                 _ = tokio::signal::ctrl_c() => {},
                 _ = term.recv() => {},
             }
-            eprintln!(
-                "nightshift: second signal: exiting now; leftovers are removed on the next run"
-            );
+            tracing::warn!("second signal: exiting now; leftovers are removed on the next run");
             std::process::exit(130);
         }
         #[cfg(not(unix))]
@@ -694,7 +730,7 @@ fn plan_cmd(cmd: PlanCmd) -> i32 {
             let text = match std::fs::read_to_string(&file) {
                 Ok(t) => t,
                 Err(e) => {
-                    eprintln!("error: {}: cannot read: {e}", file.display());
+                    tracing::error!("{}: cannot read: {e}", file.display());
                     return 2;
                 }
             };
@@ -705,14 +741,14 @@ fn plan_cmd(cmd: PlanCmd) -> i32 {
             ) {
                 Ok(t) => t,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    tracing::error!("{e}");
                     return 2;
                 }
             };
             match output {
                 Some(p) => {
                     if let Err(e) = std::fs::write(&p, toml) {
-                        eprintln!("error: {}: cannot write: {e}", p.display());
+                        tracing::error!("{}: cannot write: {e}", p.display());
                         return 2;
                     }
                 }

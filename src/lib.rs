@@ -14,6 +14,7 @@ pub mod engine;
 pub mod event;
 pub mod headless;
 pub mod images;
+pub mod logging;
 pub mod model;
 pub mod night;
 pub mod overrides;

@@ -374,6 +374,58 @@ async fn aimv2_fix_commit_and_retry() {
     assert_eq!(sweep_containers(&sweep), Vec::<String>::new());
 }
 
+/// `commit_image = false` (here set by an operator override, as a plan's `[[recipe]]`
+/// would): every attempt runs the recipe's steps again in an image of its own, removed at
+/// teardown; no fixed image is kept for later runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fix_without_commit_image_is_redone_each_attempt_and_not_kept() {
+    require_docker!();
+    let tmp = tempfile::tempdir().unwrap();
+    let (parent, _) = vllm_clone(&tmp.path().join("vllm"));
+    let src = tmp.path().join("vllm");
+    let mut recipe = nightshift::diagnose::RecipeBook::builtin()
+        .get("aimv2-exist-ok")
+        .unwrap()
+        .clone();
+    recipe.commit_image = false;
+    let text = toml::to_string(&std::collections::BTreeMap::from([(
+        "recipe",
+        vec![recipe],
+    )]))
+    .unwrap();
+    let book = nightshift::diagnose::RecipeBook::builtin()
+        .with_overrides(&text, "recipes.toml")
+        .unwrap();
+    let rt = runtime(&src).with_recipes(std::sync::Arc::new(book));
+    let sweep = format!("ns-nocommit-{}", std::process::id());
+    let cmd = "python benchmarks/benchmark_serving.py --model standin/tiny --num-prompts 5";
+    let images = || {
+        let o = Command::new("docker")
+            .args(["images", "--format", "{{.Repository}}:{{.Tag}}"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    for attempt in 1..=2 {
+        let mut j = job("nightshift-standin:aimv2", cmd, &sweep, &parent, attempt);
+        j.fixes = vec!["aimv2-exist-ok".into()];
+        let (end, msgs) = run_one(&rt, j).await;
+        let text = logs_text(&msgs);
+        assert_eq!(end, RunEnd::BenchExited { exit_code: 0 }, "{text}");
+        assert!(text.contains("commit_image = false: not kept"), "{text}");
+        assert!(!text.contains("reusing fixed image"), "{text}");
+        assert!(text.contains("Serving Benchmark Result"));
+        // (The kept tag itself is another test's to make: only this test's images count.)
+        let now = images();
+        let leftover = format!("-a{attempt}-fix\n");
+        assert!(
+            !now.contains(&leftover),
+            "the attempt's image is removed: {now}"
+        );
+    }
+    assert_eq!(sweep_containers(&sweep), Vec::<String>::new());
+}
+
 /// An offline benchmark (no server): the container idles, the command runs by exec and
 /// prints its result; no server stage.
 #[tokio::test(flavor = "multi_thread")]

@@ -209,6 +209,127 @@ fn damaged_store_is_exit_2() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+fn results_of(store: &Path) -> (i32, String, String) {
+    let o = Command::new(BIN)
+        .args(["results", "--format", "csv", "--store"])
+        .arg(store)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
+}
+
+/// A store the database engine refuses: both `run` and `results` refuse it naming the
+/// salvage command, and `salvage` exports every run from the files' bytes.
+#[test]
+fn a_corrupt_store_is_refused_and_salvaged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let commits = [("c1234567", ""), ("d1234567", ""), ("e1234567", "")];
+    let plan = write_plan(tmp.path(), &plan_text(&commits));
+    let store = tmp.path().join("store");
+    assert_eq!(run_ok(&plan, &store, &[]).0, 0);
+    // sled's config and the head of its log destroyed; the records further on survive.
+    std::fs::write(store.join("conf"), vec![0xA5u8; 64]).unwrap();
+    let mut db = std::fs::read(store.join("db")).unwrap();
+    db[..512].fill(0);
+    std::fs::write(store.join("db"), &db).unwrap();
+    let before = std::fs::read(store.join("db")).unwrap();
+
+    let (code, _, err) = run_ok(&plan, &store, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nightshift salvage --store"), "{err}");
+    let (code, _, err) = results_of(&store);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nightshift salvage --store"), "{err}");
+
+    let out = tmp.path().join("salvage.jsonl");
+    let o = Command::new(BIN)
+        .args(["salvage", "--store"])
+        .arg(&store)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["salvaged"], "salvage");
+    assert_eq!(lines[0]["method"], "raw_scan", "{err}");
+    let mut keys: Vec<String> = lines
+        .iter()
+        .filter(|l| l["salvaged"] == "run")
+        .map(|l| l["key"].as_str().unwrap().to_string())
+        .collect();
+    keys.sort();
+    let mut want: Vec<String> = commits
+        .iter()
+        .flat_map(|(c, _)| ["agent:a", "baseline", "human"].map(|v| format!("{c}/{v}")))
+        .collect();
+    want.sort();
+    assert_eq!(keys, want);
+    // Every salvaged run is the version that ended, not an earlier one.
+    for l in lines.iter().filter(|l| l["salvaged"] == "run") {
+        let state = &l["record"]["state"];
+        assert!(state.to_string().contains("finished"), "{l}");
+    }
+    assert!(lines.iter().any(|l| l["salvaged"] == "event"));
+    // Salvage never writes to the store.
+    assert_eq!(std::fs::read(store.join("db")).unwrap(), before);
+}
+
+/// A store on a read-only mount (or another user's files) is still read.
+#[test]
+fn a_read_only_store_can_be_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = write_plan(tmp.path(), &plan_text(&[("c1234567", "")]));
+    let store = tmp.path().join("store");
+    assert_eq!(run_ok(&plan, &store, &[]).0, 0);
+    let chmod = |mode: &str| {
+        let ok = Command::new("chmod")
+            .args(["-R", mode])
+            .arg(tmp.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    chmod("a+rX,a-w");
+    // root writes anywhere: read as nobody, for whom the files are read-only.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut c = if root {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            BIN,
+        ]);
+        c
+    } else {
+        Command::new(BIN)
+    };
+    let o = c
+        .args(["results", "--format", "csv", "--store"])
+        .arg(&store)
+        .env("TMPDIR", "/tmp")
+        .output()
+        .unwrap();
+    chmod("u+w");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("read-only"), "{err}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("c1234567"));
+}
+
 #[test]
 fn resume_keeps_finished_runs_and_detects_plan_changes() {
     let tmp = tempfile::tempdir().unwrap();

@@ -132,7 +132,7 @@ pub fn attach(runs: usize) -> i32 {
     let d = match start(runs, "1", 0) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("error: {e}");
+            tracing::error!("{e}");
             return 1;
         }
     };
@@ -141,7 +141,7 @@ pub fn attach(runs: usize) -> i32 {
         match first_frame(&d.store, 160, 48) {
             Ok(t) => times.push(t.as_secs_f64() * 1000.0),
             Err(e) => {
-                eprintln!("error: attach: {e}");
+                tracing::error!("attach: {e}");
                 return 1;
             }
         }
@@ -174,7 +174,7 @@ pub fn daemon(runs: usize, log_mb: usize) -> i32 {
     let mut d = match start(runs, "max", log_kb) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("error: {e}");
+            tracing::error!("{e}");
             return 1;
         }
     };

@@ -53,11 +53,11 @@ pub fn status(store: &Path) -> i32 {
             0
         }
         Ok(DaemonMsg::Refused { why }) => {
-            eprintln!("error: {why}");
+            tracing::error!("{why}");
             2
         }
         Ok(other) => {
-            eprintln!("error: unexpected answer {other:?}");
+            tracing::error!("unexpected answer {other:?}");
             2
         }
         Err(e) => {
@@ -74,15 +74,15 @@ pub fn stop(store: &Path, now: bool) -> i32 {
     match ask(store, Want::Stop { now }) {
         Ok(DaemonMsg::Stopping { .. }) => {}
         Ok(DaemonMsg::Refused { why }) => {
-            eprintln!("error: {why}");
+            tracing::error!("{why}");
             return 2;
         }
         Ok(other) => {
-            eprintln!("error: unexpected answer {other:?}");
+            tracing::error!("unexpected answer {other:?}");
             return 2;
         }
         Err(e) => {
-            eprintln!("{e}");
+            tracing::error!("{e}");
             return 1;
         }
     }
@@ -95,7 +95,7 @@ pub fn stop(store: &Path, now: bool) -> i32 {
         std::thread::sleep(Duration::from_millis(100));
     }
     if alive(store) {
-        eprintln!("nightshift: the daemon is still tearing down after 60 s");
+        tracing::warn!("the daemon is still tearing down after 60 s");
         return 1;
     }
     println!("nightshift: stopped; runs in flight were re-queued (`nightshift run PLAN` resumes)");
@@ -106,7 +106,7 @@ pub fn stop(store: &Path, now: bool) -> i32 {
 pub fn attach(store: &Path) -> i32 {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() {
-        eprintln!("error: the TUI needs a terminal (`nightshift status` prints one line)");
+        tracing::error!("the TUI needs a terminal (`nightshift status` prints one line)");
         return 2;
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -131,13 +131,13 @@ async fn attach_async(store: &Path) -> i32 {
         want: Want::Attach,
     };
     if let Err(e) = w.write_all(protocol::line(&hello).as_bytes()).await {
-        eprintln!("error: writing to the daemon: {e}");
+        tracing::error!("writing to the daemon: {e}");
         return 1;
     }
     let first = match lines.next_line().await {
         Ok(Some(l)) => l,
         _ => {
-            eprintln!("error: the daemon closed the connection before its snapshot");
+            tracing::error!("the daemon closed the connection before its snapshot");
             return 1;
         }
     };
@@ -149,11 +149,11 @@ async fn attach_async(store: &Path) -> i32 {
             ..
         }) => (meta, plan_text, state),
         Ok(DaemonMsg::Refused { why }) => {
-            eprintln!("error: {why}");
+            tracing::error!("{why}");
             return 2;
         }
         other => {
-            eprintln!("error: unexpected first message from the daemon: {other:?}");
+            tracing::error!("unexpected first message from the daemon: {other:?}");
             return 2;
         }
     };
@@ -163,14 +163,13 @@ async fn attach_async(store: &Path) -> i32 {
     let plan = match crate::plan::Plan::from_text_with(&meta.plan_path, plan_text, &box_defaults) {
         Ok(p) if p.runs.len() == state.runs.len() => p,
         Ok(_) => {
-            eprintln!(
-                "error: {} no longer expands to the daemon's runs; attach from a checkout of the plan it runs",
+            tracing::error!("{} no longer expands to the daemon's runs; attach from a checkout of the plan it runs",
                 meta.plan_path.display()
             );
             return 2;
         }
         Err(e) => {
-            eprintln!("error: the daemon's plan: {e}");
+            tracing::error!("the daemon's plan: {e}");
             return 2;
         }
     };
@@ -179,7 +178,7 @@ async fn attach_async(store: &Path) -> i32 {
         match crate::tui::TuiOptions::load(None, None, simulate, Some(meta.log_dir.clone())) {
             Ok(o) => o,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                tracing::error!("{e:#}");
                 return 2;
             }
         };
@@ -237,7 +236,7 @@ async fn attach_async(store: &Path) -> i32 {
             exit.code()
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            tracing::error!("{e:#}");
             1
         }
     }

@@ -41,6 +41,10 @@ pub fn in_background() -> bool {
 /// waits for the operator where a run needs one (there may be a client to decide later);
 /// in the foreground (`--headless`) nobody can answer, and such runs end as held.
 pub fn serve(a: RunArgs, background: bool) -> i32 {
+    // Its lines go to a log file (or journald): nobody reads them as they happen.
+    if background || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        crate::logging::with_timestamps();
+    }
     let dir = match resolve_dir(a.store.clone(), &a.plan.name) {
         Ok(d) => d,
         Err(c) => return c,
@@ -51,13 +55,13 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         .expect("tokio runtime");
     tokio_rt.block_on(async move {
         if let Err(e) = std::fs::create_dir_all(&dir) {
-            eprintln!("error: store {}: {e}", dir.display());
+            tracing::error!("store {}: {e}", dir.display());
             return 2;
         }
         let (listener, took_over) = match server::bind(&dir) {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("error: {e}");
+                tracing::error!("{e}");
                 return 2;
             }
         };
@@ -150,8 +154,8 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
                 md.display(),
                 html.display()
             ),
-            Ok(Err(e)) => eprintln!("warning: the digest could not be written: {e:#}"),
-            Err(e) => eprintln!("warning: the digest could not be written: {e}"),
+            Ok(Err(e)) => tracing::warn!("the digest could not be written: {e:#}"),
+            Err(e) => tracing::warn!("the digest could not be written: {e}"),
         }
         // Clients get the last events, then the socket goes.
         shutdown.cancel();
@@ -171,7 +175,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
                 }
             }
             Err(e) => {
-                eprintln!("error: {e:#}");
+                tracing::error!("{e:#}");
                 1
             }
         }
@@ -186,9 +190,7 @@ fn ignore_hangups() {
             return;
         };
         while hup.recv().await.is_some() {
-            eprintln!(
-                "nightshift: SIGHUP ignored: the sweep goes on (`nightshift attach` rejoins it)"
-            );
+            tracing::info!("SIGHUP ignored: the sweep goes on (`nightshift attach` rejoins it)");
         }
     });
 }
@@ -202,8 +204,8 @@ pub fn start_and_attach(a: &RunArgs, argv: Vec<OsString>) -> i32 {
         Err(c) => return c,
     };
     if client::alive(&dir) {
-        eprintln!(
-            "nightshift: a sweep is already running on {}: attaching to it",
+        tracing::info!(
+            "a sweep is already running on {}: attaching to it",
             dir.display()
         );
         return client::attach(&dir);
@@ -216,7 +218,7 @@ pub fn start_and_attach(a: &RunArgs, argv: Vec<OsString>) -> i32 {
 
 fn spawn_background(dir: &Path, argv: Vec<OsString>, add_store: bool) -> Result<(), i32> {
     if let Err(e) = std::fs::create_dir_all(dir) {
-        eprintln!("error: store {}: {e}", dir.display());
+        tracing::error!("store {}: {e}", dir.display());
         return Err(2);
     }
     let log_path = dir.join(LOG);
@@ -228,7 +230,7 @@ fn spawn_background(dir: &Path, argv: Vec<OsString>, add_store: bool) -> Result<
     let (out, err) = match log {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("error: {}: {e}", log_path.display());
+            tracing::error!("{}: {e}", log_path.display());
             return Err(2);
         }
     };
@@ -254,7 +256,7 @@ fn spawn_background(dir: &Path, argv: Vec<OsString>, add_store: bool) -> Result<
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: starting the sweep's daemon: {e}");
+            tracing::error!("starting the sweep's daemon: {e}");
             return Err(1);
         }
     };
@@ -269,16 +271,16 @@ fn spawn_background(dir: &Path, argv: Vec<OsString>, add_store: bool) -> Result<
             for l in tail.iter().rev() {
                 eprintln!("{l}");
             }
-            eprintln!(
-                "error: the sweep's daemon exited ({status}) before it served; its log: {}",
+            tracing::error!(
+                "the sweep's daemon exited ({status}) before it served; its log: {}",
                 log_path.display()
             );
             return Err(status.code().filter(|c| *c != 0).unwrap_or(1));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    eprintln!(
-        "error: the sweep's daemon did not open its socket within 60 s; its log: {}",
+    tracing::error!(
+        "the sweep's daemon did not open its socket within 60 s; its log: {}",
         log_path.display()
     );
     Err(1)
@@ -305,8 +307,8 @@ async fn alerts_task(
             for a in alerts {
                 match sender.send(&a).await {
                     Ok(()) => println!("nightshift: alert sent: {}", Sender::describe(&a)),
-                    Err(failed) => eprintln!(
-                        "nightshift: alert not delivered to {}: {}",
+                    Err(failed) => tracing::warn!(
+                        "alert not delivered to {}: {}",
                         failed.join("; "),
                         Sender::describe(&a)
                     ),

@@ -1270,7 +1270,7 @@ pub fn mix(seed: u64, key: &str, attempt: u32) -> u64 {
 }
 
 fn tracing_warn(msg: &str) {
-    eprintln!("nightshift: warning: {msg}");
+    tracing::warn!("{msg}");
 }
 
 #[cfg(test)]

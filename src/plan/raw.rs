@@ -24,6 +24,14 @@ pub struct RawPlan {
     /// uses as its dataset path (e.g. a Hub dataset id). Mounted read-only for the client.
     #[serde(default)]
     pub datasets: Option<Spanned<BTreeMap<String, String>>>,
+    /// This sweep's overrides of the policy, the fix recipes and the diagnosis signatures,
+    /// in the config files' own shapes; read and checked by `crate::overrides`.
+    #[serde(default, rename = "policy")]
+    _policy: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "recipe")]
+    _recipe: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "signature")]
+    _signature: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Debug, Default, Deserialize)]

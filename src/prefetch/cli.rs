@@ -116,7 +116,7 @@ pub fn main(plan: &Plan, opts: Options) -> i32 {
     let hub = match Hub::from_env(hf_cache.as_deref()) {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("error: {e}");
+            tracing::error!("{e}");
             return 2;
         }
     };
@@ -142,7 +142,7 @@ pub fn main(plan: &Plan, opts: Options) -> i32 {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            tracing::error!("cannot start the async runtime: {e}");
             return 1;
         }
     };

@@ -33,7 +33,7 @@ pub struct RunArgs {
 }
 
 fn store_error(e: &StoreError) -> i32 {
-    eprintln!("error: {e}");
+    tracing::error!("{e}");
     2
 }
 
@@ -56,7 +56,7 @@ pub fn resolve_dir(store: Option<PathBuf>, sweep: &str) -> Result<PathBuf, i32> 
     match store.or_else(|| super::default_dir(sweep)) {
         Some(d) => Ok(d),
         None => {
-            eprintln!("error: no store directory: set XDG_DATA_HOME or HOME, or pass --store DIR");
+            tracing::error!("no store directory: set XDG_DATA_HOME or HOME, or pass --store DIR");
             Err(2)
         }
     }
@@ -80,7 +80,7 @@ pub fn prepare_run(a: &RunArgs) -> Result<Prepared, i32> {
         Some(Some(c)) => match c.parse::<Category>() {
             Ok(c) => Some(Some(c)),
             Err(e) => {
-                eprintln!("error: --retry-failed: {e}");
+                tracing::error!("--retry-failed: {e}");
                 return Err(2);
             }
         },
@@ -94,7 +94,7 @@ pub fn prepare_run(a: &RunArgs) -> Result<Prepared, i32> {
     let (obs, state, rep) = match resume::prepare(store, &a.plan, &opts) {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("error: store {}: {e:#}", dir.display());
+            tracing::error!("store {}: {e:#}", dir.display());
             return Err(2);
         }
     };
@@ -115,7 +115,10 @@ pub fn prepare_run(a: &RunArgs) -> Result<Prepared, i32> {
 pub fn find_store(store: Option<PathBuf>) -> Result<Store, i32> {
     let dir = find_dir(store)?;
     match Store::open(&dir, false) {
-        Err(StoreError::Locked { .. }) => open_snapshot(&dir),
+        Err(e @ StoreError::Locked { .. }) => {
+            open_snapshot(&dir, "is in use by a running sweep", e)
+        }
+        Err(e @ StoreError::ReadOnly { .. }) => open_snapshot(&dir, "is read-only", e),
         other => other.map_err(|e| store_error(&e)),
     }
 }
@@ -126,7 +129,7 @@ pub fn find_dir(store: Option<PathBuf>) -> Result<PathBuf, i32> {
         Some(d) => d,
         None => {
             let Some(root) = super::data_root() else {
-                eprintln!("error: pass --store DIR (no XDG_DATA_HOME or HOME)");
+                tracing::error!("pass --store DIR (no XDG_DATA_HOME or HOME)");
                 return Err(2);
             };
             let mut sweeps: Vec<PathBuf> = std::fs::read_dir(&root)
@@ -141,15 +144,12 @@ pub fn find_dir(store: Option<PathBuf>) -> Result<PathBuf, i32> {
             match sweeps.len() {
                 1 => sweeps.remove(0),
                 0 => {
-                    eprintln!(
-                        "error: no sweeps under {} (pass --store DIR)",
-                        root.display()
-                    );
+                    tracing::error!("no sweeps under {} (pass --store DIR)", root.display());
                     return Err(2);
                 }
                 _ => {
-                    eprintln!(
-                        "error: several sweeps under {}; pass --store DIR, one of:",
+                    tracing::error!(
+                        "several sweeps under {}; pass --store DIR, one of:",
                         root.display()
                     );
                     for s in sweeps {
@@ -165,10 +165,8 @@ pub fn find_dir(store: Option<PathBuf>) -> Result<PathBuf, i32> {
 /// A store in use by a running sweep (sled holds it exclusively) is read from a copy of its
 /// database files taken now. The copy is not atomic, but sled recovers it as it would after
 /// a crash: to the last complete write. If that fails, say the store is in use.
-fn open_snapshot(dir: &Path) -> Result<Store, i32> {
-    let locked = StoreError::Locked {
-        dir: dir.to_path_buf(),
-    };
+/// A read-only store is read the same way: sled cannot open files it may not write.
+fn open_snapshot(dir: &Path, why: &str, refused: StoreError) -> Result<Store, i32> {
     for attempt in 0..3 {
         let copy = std::env::temp_dir().join(format!(
             "nightshift-snapshot-{}-{attempt}",
@@ -180,8 +178,8 @@ fn open_snapshot(dir: &Path) -> Result<Store, i32> {
             .and_then(|_| Store::open(&copy, false).ok());
         match opened {
             Some(s) => {
-                eprintln!(
-                    "note: store {} is in use by a running sweep; showing a snapshot taken now",
+                tracing::info!(
+                    "store {} {why}; showing a snapshot taken now",
                     dir.display()
                 );
                 return Ok(s.snapshot_of(dir, copy));
@@ -191,11 +189,11 @@ fn open_snapshot(dir: &Path) -> Result<Store, i32> {
             }
         }
     }
-    Err(store_error(&locked))
+    Err(store_error(&refused))
 }
 
 /// Copy a store's database files (not its logs) into `to`.
-fn copy_db(from: &Path, to: &Path) -> std::io::Result<()> {
+pub(crate) fn copy_db(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for e in std::fs::read_dir(from)?.flatten() {
         let name = e.file_name();
@@ -205,7 +203,12 @@ fn copy_db(from: &Path, to: &Path) -> std::io::Result<()> {
         if e.file_type()?.is_dir() {
             copy_db(&e.path(), &to.join(&name))?;
         } else {
-            std::fs::copy(e.path(), to.join(&name))?;
+            let copy = to.join(&name);
+            std::fs::copy(e.path(), &copy)?;
+            // The copy keeps the original's mode: a read-only store's would be read-only too,
+            // and the database engine opens its files for writing.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600))?;
         }
     }
     Ok(())
@@ -260,7 +263,7 @@ pub fn answer(r: Result<String, (i32, String)>) -> i32 {
     match r {
         Ok(text) => out(&text),
         Err((code, e)) => {
-            eprintln!("error: {e}");
+            tracing::error!("{e}");
             code
         }
     }
@@ -268,7 +271,7 @@ pub fn answer(r: Result<String, (i32, String)>) -> i32 {
 
 pub fn results(store: Option<PathBuf>, format: &str, filter: Option<&str>, threshold: f64) -> i32 {
     if let Err(e) = check_results_args(format, filter) {
-        eprintln!("error: {e}");
+        tracing::error!("{e}");
         return 2;
     }
     let store = match find_store(store) {
@@ -384,7 +387,7 @@ fn bench_in(plan: &Arc<Plan>, tmp: &Path) -> i32 {
     let (obs, state, _) = match resume::prepare(store, plan, &ResumeOptions::default()) {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            tracing::error!("{e:#}");
             return 1;
         }
     };
@@ -411,7 +414,7 @@ fn bench_in(plan: &Arc<Plan>, tmp: &Path) -> i32 {
     });
     // The engine drops its observers (and so the store) when the sweep ends.
     if let Err(e) = res {
-        eprintln!("error: {e:#}");
+        tracing::error!("{e:#}");
         return 1;
     }
     let fill = t0.elapsed();

@@ -16,6 +16,7 @@ mod history;
 pub mod record;
 pub mod report;
 pub mod resume;
+pub mod salvage;
 pub mod show;
 pub mod sled;
 
@@ -69,8 +70,12 @@ fn dec<T: DeserializeOwned>(b: &[u8]) -> anyhow::Result<T> {
 pub enum StoreError {
     #[error("store {} is in use by another nightshift process (one process per store; wait for it to finish or stop it)", dir.display())]
     Locked { dir: PathBuf },
-    #[error("store {} is damaged: {why}. Nothing was changed; move it aside to start afresh, or restore it from a backup", dir.display())]
+    #[error("store {} is damaged: {why}. Nothing was changed; `nightshift salvage --store {} --out FILE` exports what is readable, then move it aside to start afresh, or restore it from a backup", dir.display(), dir.display())]
     Damaged { dir: PathBuf, why: String },
+    /// The database files cannot be written (read-only mount, another owner's files):
+    /// readers go through a copy, a sweep cannot run on it.
+    #[error("store {} is read-only ({why}); a sweep cannot run on it, but results, show and digest read it", dir.display())]
+    ReadOnly { dir: PathBuf, why: String },
     #[error("store {} has schema version {found}; this nightshift reads up to {SCHEMA_VERSION}: upgrade nightshift", dir.display())]
     TooNew { dir: PathBuf, found: u32 },
     #[error("store {}: {why}", dir.display())]

@@ -24,6 +24,17 @@ fn map_err(dir: &Path, e: sled::Error) -> StoreError {
                 dir: dir.to_path_buf(),
             }
         }
+        sled::Error::Io(io)
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            StoreError::ReadOnly {
+                dir: dir.to_path_buf(),
+                why: io.to_string(),
+            }
+        }
         sled::Error::Io(io) => StoreError::Io {
             dir: dir.to_path_buf(),
             why: io.to_string(),
@@ -80,8 +91,8 @@ impl SledBackend {
             // is writing a snapshot now: the leftover can go.
             Err(StoreError::Damaged { .. }) if !unfinished_snapshots(dir).is_empty() => {
                 for p in unfinished_snapshots(dir) {
-                    eprintln!(
-                        "note: {}: removing an unfinished snapshot left by a crash",
+                    tracing::info!(
+                        "{}: removing an unfinished snapshot left by a crash",
                         p.display()
                     );
                     std::fs::remove_file(&p).map_err(|e| StoreError::Io {

@@ -149,7 +149,7 @@ pub fn demo(args: DemoArgs) -> i32 {
     let speed: Speed = match args.speed.parse() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: --speed: {e}");
+            tracing::error!("--speed: {e}");
             return 2;
         }
     };
@@ -165,7 +165,7 @@ pub fn demo(args: DemoArgs) -> i32 {
                 (Some(t), p)
             }
             Err(e) => {
-                eprintln!("error: a temporary log directory: {e}");
+                tracing::error!("a temporary log directory: {e}");
                 return 2;
             }
         },
@@ -178,7 +178,7 @@ pub fn demo(args: DemoArgs) -> i32 {
     ) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            tracing::error!("{e:#}");
             return 2;
         }
     };
@@ -223,7 +223,7 @@ fn finish(result: anyhow::Result<TuiExit>, resumable: bool) -> i32 {
             }
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            tracing::error!("{e:#}");
             1
         }
     }
@@ -238,7 +238,7 @@ fn start(
     opts: TuiOptions,
 ) -> i32 {
     if !std::io::stdout().is_terminal() {
-        eprintln!("error: the TUI needs a terminal (use `nightshift run --headless` for logs)");
+        tracing::error!("the TUI needs a terminal (use `nightshift run --headless` for logs)");
         return 2;
     }
     finish(

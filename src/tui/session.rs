@@ -251,13 +251,13 @@ fn finish(
     let stderr_log = guard.stderr_log.clone();
     drop(guard);
     if let Some(p) = stderr_log.filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0)) {
-        eprintln!(
-            "nightshift: warnings printed while the screen was open are in {}",
+        tracing::info!(
+            "warnings printed while the screen was open are in {}",
             p.display()
         );
     }
     if let Some(e) = sweep_err {
-        eprintln!("nightshift: the sweep stopped: {e}");
+        tracing::error!("the sweep stopped: {e}");
     }
     let c = app.state.counts();
     Ok(TuiExit {

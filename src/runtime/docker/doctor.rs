@@ -252,7 +252,7 @@ pub fn main(vllm_src: Option<&Path>, plan: Option<&crate::plan::Plan>) -> i32 {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e}");
+            tracing::error!("{e}");
             return 1;
         }
     };

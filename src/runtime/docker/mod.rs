@@ -473,19 +473,61 @@ impl DockerRuntime {
         if with_steps.is_empty() {
             return Ok(image.to_string());
         }
-        let names: Vec<String> = with_steps.iter().map(|(r, _)| r.clone()).collect();
-        let (repo, tag) = image::fixed_ref(image, &names);
+        // `commit_image = false`: the steps run again on every attempt, in an image of its
+        // own removed at teardown, instead of a fixed image that later runs reuse.
+        let (kept, fresh): (Vec<_>, Vec<_>) = with_steps
+            .into_iter()
+            .partition(|(r, _)| self.recipes.commits(r));
+        let mut image = image.to_string();
+        if !kept.is_empty() {
+            let names: Vec<String> = kept.iter().map(|(r, _)| r.clone()).collect();
+            let target = image::fixed_ref(&image, &names);
+            image = self
+                .fix_into(job, &image, base, &kept, target, true, sink, lo, clock)
+                .await?;
+        }
+        if !fresh.is_empty() {
+            let (repo, tag) = image::patched_ref(&job.sweep, &job.key, job.attempt);
+            let target = (repo, format!("{tag}-fix"));
+            lo.lock()
+                .unwrap()
+                .images
+                .push(format!("{}:{}", target.0, target.1));
+            image = self
+                .fix_into(job, &image, base, &fresh, target, false, sink, lo, clock)
+                .await?;
+        }
+        Ok(image)
+    }
+
+    /// Run `recipes`' steps in a prep container of `image` and commit it as `target`
+    /// (`reuse`: an image already there under that name is taken as it is).
+    #[allow(clippy::too_many_arguments)]
+    async fn fix_into(
+        &self,
+        job: &RunJob,
+        image: &str,
+        base: &image::ImageInfo,
+        recipes: &[(String, Vec<FixStep>)],
+        (repo, tag): (String, String),
+        reuse: bool,
+        sink: &RunSink,
+        lo: &Mutex<Leftovers>,
+        clock: &Clock,
+    ) -> Result<String, RunEnd> {
+        let names: Vec<String> = recipes.iter().map(|(r, _)| r.clone()).collect();
         let fixed = format!("{repo}:{tag}");
-        if clock
-            .wait(image::inspect(&self.docker, &fixed))
-            .await
-            .is_some()
+        if reuse
+            && clock
+                .wait(image::inspect(&self.docker, &fixed))
+                .await
+                .is_some()
         {
             self.dlog(sink, Pipe::Stdout, format!("reusing fixed image {fixed}"))
                 .await;
         } else {
             let name = self.prep_container(job, image, "fix", lo, clock).await?;
-            for (r, steps) in &with_steps {
+            for (r, steps) in recipes {
                 for step in steps {
                     self.fix_step(job, &name, r, step, sink, clock).await?;
                 }
@@ -499,7 +541,12 @@ impl DockerRuntime {
                 clock,
             )
             .await?;
-            self.dlog(sink, Pipe::Stdout, format!("committed fixed image {fixed}"))
+            let how = if reuse {
+                "committed fixed image"
+            } else {
+                "fixed this attempt's image (commit_image = false: not kept)"
+            };
+            self.dlog(sink, Pipe::Stdout, format!("{how} {fixed}"))
                 .await;
             self.remove_now(&name, lo, clock).await;
         }
@@ -1170,8 +1217,8 @@ pub fn for_cli(
         .map_err(|_| 1)?
         .block_on(async { connect().await.map(|_| ()) });
     if let Err(e) = check {
-        eprintln!("error: Docker is not reachable: {e}");
-        eprintln!("hint: start dockerd and check access to /var/run/docker.sock (or DOCKER_HOST); `nightshift doctor` checks everything a sweep needs");
+        tracing::error!("Docker is not reachable: {e}");
+        tracing::info!("hint: start dockerd and check access to /var/run/docker.sock (or DOCKER_HOST); `nightshift doctor` checks everything a sweep needs");
         return Err(1);
     }
     let mut cfg = DockerConfig::from_plan(plan);
@@ -1182,14 +1229,14 @@ pub fn for_cli(
         match std::fs::read_to_string(f) {
             Ok(t) if t.contains("{base}") => cfg.build.dockerfile = t,
             Ok(_) => {
-                eprintln!(
-                    "error: {}: a build template must start from {{base}} (e.g. `FROM {{base}}`)",
+                tracing::error!(
+                    "{}: a build template must start from {{base}} (e.g. `FROM {{base}}`)",
                     f.display()
                 );
                 return Err(2);
             }
             Err(e) => {
-                eprintln!("error: --build-dockerfile {}: {e}", f.display());
+                tracing::error!("--build-dockerfile {}: {e}", f.display());
                 return Err(2);
             }
         }
@@ -1199,14 +1246,12 @@ pub fn for_cli(
     if let Err(why) = gpu_census() {
         match gpus {
             None => {
-                eprintln!("error: no GPU visible: {why}");
-                eprintln!("hint: check the NVIDIA driver (`nvidia-smi`); on a box without GPUs, `--gpus N` runs N slots without device requests (rehearsals, CI), `--gpus 0` only what needs no GPU");
+                tracing::error!("no GPU visible: {why}");
+                tracing::info!("hint: check the NVIDIA driver (`nvidia-smi`); on a box without GPUs, `--gpus N` runs N slots without device requests (rehearsals, CI), `--gpus 0` only what needs no GPU");
                 return Err(2);
             }
             Some(n) => {
-                eprintln!(
-                    "nightshift: no GPU visible ({why}): {n} slots without GPU device requests"
-                );
+                tracing::warn!("no GPU visible ({why}): {n} slots without GPU device requests");
                 cfg.gpu_requests = false;
             }
         }
@@ -1215,7 +1260,7 @@ pub fn for_cli(
         // The engine's book: a recipe the operator changed is the one offered and the one run.
         Ok(rt) => Ok(Arc::new(rt.with_recipes(recipes))),
         Err(e) => {
-            eprintln!("error: Docker: {e}");
+            tracing::error!("Docker: {e}");
             Err(1)
         }
     }

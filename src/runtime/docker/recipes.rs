@@ -19,9 +19,17 @@ pub enum FixStep {
 pub trait RecipeSteps: Send + Sync {
     /// The steps of `recipe`; `None` for recipes this source does not know.
     fn steps(&self, recipe: &str) -> Option<Vec<FixStep>>;
+    /// Whether the fixed container is committed as an image later runs reuse
+    /// (`commit_image`); otherwise every attempt runs the steps again.
+    fn commits(&self, _recipe: &str) -> bool {
+        true
+    }
 }
 
 impl RecipeSteps for RecipeBook {
+    fn commits(&self, recipe: &str) -> bool {
+        self.get(recipe).is_none_or(|r| r.commit_image)
+    }
     fn steps(&self, recipe: &str) -> Option<Vec<FixStep>> {
         let r = self.get(recipe)?;
         Some(
