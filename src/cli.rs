@@ -164,6 +164,8 @@ pub enum Cmd {
         alerts: AlertArgs,
         #[command(flatten)]
         slurm: crate::runtime::slurm::SlurmArgs,
+        #[command(flatten)]
+        hosts: crate::runtime::hosts::config::HostsArgs,
     },
     /// The TUI on the store's running sweep (started by `run`; detach with `d`).
     Attach {
@@ -403,6 +405,7 @@ pub fn run(cli: Cli) -> i32 {
             images,
             alerts,
             slurm,
+            hosts,
         } => {
             let speed: Speed = match speed.parse() {
                 Ok(s) => s,
@@ -428,36 +431,54 @@ pub fn run(cli: Cli) -> i32 {
                 Ok(o) => o,
                 Err(code) => return code,
             };
+            if hosts.hosts.is_some() && runtime != RuntimeKind::Docker {
+                tracing::error!("--hosts names Docker engines: it goes with --runtime docker");
+                return 2;
+            }
             // Docker runs in real time (policy backoffs unscaled); the sim scales them.
-            let (rt, gpus, time_scale): (Arc<dyn Runtime>, u32, f64) = if runtime
-                == RuntimeKind::Docker
-            {
-                match crate::runtime::docker::for_cli(
-                    &plan,
-                    &images.docker(),
-                    gpus,
-                    overrides.recipes.clone(),
-                ) {
-                    Ok(rt) => (
-                        rt,
-                        gpus.unwrap_or_else(crate::runtime::docker::visible_gpus),
-                        1.0,
-                    ),
-                    Err(code) => return code,
-                }
-            } else if runtime == RuntimeKind::Slurm {
-                match crate::runtime::slurm::for_cli(&plan, &slurm, gpus, overrides.recipes.clone())
-                {
-                    Ok((rt, gpus)) => (rt, gpus, 1.0),
-                    Err(code) => return code,
-                }
-            } else {
-                (
-                    Arc::new(SimRuntime::new(speed)),
-                    gpus.unwrap_or(8),
-                    speed.time_scale(),
-                )
-            };
+            let (rt, gpus, time_scale): (Arc<dyn Runtime>, u32, f64) =
+                if let (RuntimeKind::Docker, Some(file)) = (runtime, &hosts.hosts) {
+                    match crate::runtime::hosts::for_cli(
+                        &plan,
+                        file,
+                        &images.docker(),
+                        gpus,
+                        overrides.recipes.clone(),
+                    ) {
+                        Ok((rt, gpus)) => (rt, gpus, 1.0),
+                        Err(code) => return code,
+                    }
+                } else if runtime == RuntimeKind::Docker {
+                    match crate::runtime::docker::for_cli(
+                        &plan,
+                        &images.docker(),
+                        gpus,
+                        overrides.recipes.clone(),
+                    ) {
+                        Ok(rt) => (
+                            rt,
+                            gpus.unwrap_or_else(crate::runtime::docker::visible_gpus),
+                            1.0,
+                        ),
+                        Err(code) => return code,
+                    }
+                } else if runtime == RuntimeKind::Slurm {
+                    match crate::runtime::slurm::for_cli(
+                        &plan,
+                        &slurm,
+                        gpus,
+                        overrides.recipes.clone(),
+                    ) {
+                        Ok((rt, gpus)) => (rt, gpus, 1.0),
+                        Err(code) => return code,
+                    }
+                } else {
+                    (
+                        Arc::new(SimRuntime::new(speed)),
+                        gpus.unwrap_or(8),
+                        speed.time_scale(),
+                    )
+                };
             let args = crate::store::cli::RunArgs {
                 plan,
                 runtime: rt,

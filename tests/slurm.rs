@@ -197,9 +197,19 @@ async fn slurm_sweep_matches_docker() {
     let on_slurm = outcomes(&plan, &state);
     // What the GPU panel shows: each run's job, its node and allocation.
     for r in &state.runs {
-        assert!(r.provenance.contains_key("slurm_job_id"), "{:?}", r.provenance);
-        assert_eq!(r.provenance.get("slurm_gres").map(String::as_str), Some("gres:gpu:1"));
-        assert!(r.provenance.get("slurm_node").is_some_and(|n| !n.is_empty()));
+        assert!(
+            r.provenance.contains_key("slurm_job_id"),
+            "{:?}",
+            r.provenance
+        );
+        assert_eq!(
+            r.provenance.get("slurm_gres").map(String::as_str),
+            Some("gres:gpu:1")
+        );
+        assert!(r
+            .provenance
+            .get("slurm_node")
+            .is_some_and(|n| !n.is_empty()));
     }
     eprintln!("slurm sweep: {:.1} s", t.elapsed().as_secs_f64());
 

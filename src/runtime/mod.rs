@@ -3,6 +3,7 @@
 //! the engine owns state, parsing, diagnosis and policy.
 
 pub mod docker;
+pub mod hosts;
 pub mod sim;
 pub mod slurm;
 
