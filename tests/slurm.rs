@@ -312,6 +312,7 @@ async fn slurm_submission_overhead_and_cancel() {
     cfg.datasets = BTreeMap::from([("sharegpt".to_string(), common::sharegpt_file(tmp.path()))]);
     let rt = Arc::new(SlurmRuntime::new(cfg));
     let mut waits = Vec::new();
+    let mut calls: Vec<f64> = Vec::new();
     for i in 0..5 {
         let mut job = common::job(
             "nightshift-standin:latest",
@@ -331,6 +332,7 @@ async fn slurm_submission_overhead_and_cancel() {
         let mut start = None;
         let mut loading = false;
         let mut seen = Vec::new();
+        let mut sbatch_ms = None;
         while let Some((_, _, m)) = tokio::time::timeout(Duration::from_secs(60), rx.recv())
             .await
             .expect("the job reports within a minute")
@@ -345,6 +347,15 @@ async fn slurm_submission_overhead_and_cancel() {
                     loading = true;
                     break;
                 }
+                nightshift::runtime::RuntimeMsg::Log { line, .. }
+                    if line.starts_with("submitted slurm job") =>
+                {
+                    sbatch_ms = line
+                        .split(" in ")
+                        .nth(1)
+                        .and_then(|r| r.split(" ms").next())
+                        .and_then(|n| n.parse::<f64>().ok());
+                }
                 m => seen.push(format!("{m:?}")),
             }
         }
@@ -357,11 +368,13 @@ async fn slurm_submission_overhead_and_cancel() {
         let report = exec.await.unwrap();
         assert_eq!(report.end, RunEnd::Cancelled);
         let s = start.expect("slurm_start_s reported");
+        let ms = sbatch_ms.expect("the sbatch call's duration is logged");
         eprintln!(
-            "job {i}: sbatch → running {s:.2} s; execute → server loading {:.2} s",
+            "job {i}: sbatch call {ms:.0} ms; sbatch → running {s:.2} s; execute → server loading {:.2} s",
             took.as_secs_f64()
         );
         waits.push(s);
+        calls.push(ms);
         let ps = Command::new("docker")
             .args([
                 "ps",
@@ -374,6 +387,8 @@ async fn slurm_submission_overhead_and_cancel() {
         assert!(ps.stdout.is_empty(), "cancel left a container");
     }
     waits.sort_by(|a, b| a.total_cmp(b));
+    calls.sort_by(|a, b| a.total_cmp(b));
+    eprintln!("sbatch call: median {:.0} ms", calls[calls.len() / 2]);
     eprintln!(
         "SLURM SUBMISSION OVERHEAD (sbatch → RUNNING) over {} jobs: min {:.2} s, median {:.2} s, max {:.2} s",
         waits.len(),
