@@ -20,8 +20,9 @@ use tokio_util::sync::CancellationToken;
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/docker-host-up.sh");
 const NAME: &str = "ns-d2";
 
-/// The second engine up with the stand-in images; Err: why not.
-fn second_engine() -> Result<String, String> {
+/// The second engine up with the stand-in images: (its unix:// URL, its tcp:// URL, the
+/// client certificate directory for TLS); Err: why not.
+fn second_engine() -> Result<(String, String, String), String> {
     common::standin()?;
     let out = Command::new(SCRIPT)
         .arg(NAME)
@@ -33,7 +34,15 @@ fn second_engine() -> Result<String, String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut lines = text.lines();
+    let unix = lines.next().unwrap_or_default().to_string();
+    let (tcp, tls) = lines
+        .next()
+        .and_then(|l| l.split_once(' '))
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .ok_or_else(|| format!("{SCRIPT} printed no tcp:// line: {text}"))?;
+    Ok((unix, tcp, tls))
 }
 
 fn plan_file(dir: &std::path::Path, sweep: &str) -> std::path::PathBuf {
@@ -74,8 +83,8 @@ baseline = "{{org}}:latest"
 #[tokio::test(flavor = "multi_thread")]
 async fn remote_host_lost_mid_run_requeues_its_runs() {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let d2 = match second_engine() {
-        Ok(url) => url,
+    let (d2, d2_tcp, d2_tls) = match second_engine() {
+        Ok(urls) => urls,
         Err(why) if ci => panic!("CI=true and the remote host test cannot run: {why}"),
         Err(why) => {
             eprintln!("SKIP: {why}");
@@ -85,9 +94,10 @@ async fn remote_host_lost_mid_run_requeues_its_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let sweep = format!("ns-remote-{}", std::process::id());
     let plan = Arc::new(nightshift::plan::Plan::load(&plan_file(tmp.path(), &sweep)).unwrap());
-    // The second engine first: the engine's lowest slots (its first runs) land on it.
+    // The second engine first: the engine's lowest slots (its first runs) land on it. It is
+    // reached as a remote engine is: TCP with TLS, client certificate and all.
     let hosts = config::parse(&format!(
-        "[[hosts]]\nname = \"d2\"\ndocker_host = \"{d2}\"\ngpus = 2\ngpu_requests = false\n\
+        "[[hosts]]\nname = \"d2\"\ndocker_host = \"{d2_tcp}\"\ntls_dir = \"{d2_tls}\"\ngpus = 2\ngpu_requests = false\n\
          [[hosts]]\nname = \"local\"\ndocker_host = \"unix:///var/run/docker.sock\"\ngpus = 4\ngpu_requests = false\n"
     ))
     .unwrap();

@@ -8,7 +8,8 @@
 //! gpus = 8
 //! [[hosts]]
 //! name = "box2"
-//! docker_host = "tcp://10.0.0.2:2375"   # plain TCP: a trusted network only
+//! docker_host = "tcp://10.0.0.2:2376"
+//! tls_dir = "~/.docker/box2"            # ca.pem, cert.pem, key.pem (--tlsverify engines)
 //! gpus = 4
 //! [[hosts]]
 //! name = "box3"
@@ -33,6 +34,10 @@ pub struct HostSpec {
     /// NVIDIA toolkit, e.g. rehearsals).
     #[serde(default)]
     pub gpu_requests: Option<bool>,
+    /// For `tcp://` engines with `--tlsverify`: a directory with Docker's `ca.pem`,
+    /// `cert.pem` and `key.pem` (as `DOCKER_CERT_PATH`). Without it, plain TCP.
+    #[serde(default)]
+    pub tls_dir: Option<PathBuf>,
 }
 
 /// `run --hosts FILE`.
@@ -84,8 +89,14 @@ pub fn parse(text: &str) -> Result<Vec<HostSpec>, String> {
         let scheme = h.docker_host.split("://").next().unwrap_or("");
         if !matches!(scheme, "unix" | "tcp" | "http" | "ssh") || !h.docker_host.contains("://") {
             return Err(format!(
-                " host `{}`: docker_host `{}` must be unix://PATH, tcp://HOST:PORT or ssh://[USER@]HOST (TLS: put the engine behind `ssh://`, see the README)",
+                " host `{}`: docker_host `{}` must be unix://PATH, tcp://HOST:PORT (tls_dir for TLS) or ssh://[USER@]HOST",
                 h.name, h.docker_host
+            ));
+        }
+        if h.tls_dir.is_some() && scheme != "tcp" {
+            return Err(format!(
+                " host `{}`: tls_dir goes with a tcp:// docker_host",
+                h.name
             ));
         }
     }
@@ -109,6 +120,22 @@ pub fn connect(
             Docker::connect_with_unix(&h.docker_host, REQUEST_TIMEOUT_S, v).map_err(fail)?,
             None,
         )),
+        Some(("tcp", addr)) if h.tls_dir.is_some() => {
+            let dir = h.tls_dir.clone().unwrap_or_default();
+            let dir = crate::plan::expand_path(&dir.display().to_string(), Path::new("."));
+            let sock = tunnels.join(format!(
+                "nightshift-tls-{}-{}.sock",
+                h.name,
+                std::process::id()
+            ));
+            super::tls::proxy(addr.trim_end_matches('/'), &dir, &sock)
+                .map_err(|e| format!("host `{}` TLS: {e}", h.name))?;
+            let url = format!("unix://{}", sock.display());
+            Ok((
+                Docker::connect_with_unix(&url, REQUEST_TIMEOUT_S, v).map_err(fail)?,
+                None,
+            ))
+        }
         Some(("tcp" | "http", _)) => Ok((
             Docker::connect_with_http(&h.docker_host, REQUEST_TIMEOUT_S, v).map_err(fail)?,
             None,

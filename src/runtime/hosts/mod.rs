@@ -10,6 +10,7 @@
 //! container, through its host's engine (the port is published there, not here).
 
 pub mod config;
+mod tls;
 
 use super::docker::{DockerConfig, DockerRuntime};
 use super::{RunEnd, RunJob, RunReport, RunSink, Runtime};
