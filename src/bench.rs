@@ -121,8 +121,9 @@ pub fn engine(runs: usize) -> i32 {
             },
         );
         let mut engine = engine.with_state(state).with_time_scale(0.0);
-        engine.observe(Box::new(logs));
-        engine.observe(Box::new(obs));
+        // As the daemon wires them: the I/O on threads of its own.
+        engine.observe(crate::engine::offthread::logs(logs)?);
+        engine.observe(crate::engine::offthread::store(obs)?);
         engine.run(tokio_util::sync::CancellationToken::new()).await
     });
     let elapsed = started.elapsed();

@@ -479,7 +479,7 @@ pub fn run(cli: Cli) -> i32 {
                         speed.time_scale(),
                     )
                 };
-            let args = crate::store::cli::RunArgs {
+            let args = crate::daemon::commands::RunArgs {
                 plan,
                 runtime: rt,
                 gpus,
@@ -499,15 +499,15 @@ pub fn run(cli: Cli) -> i32 {
             crate::daemon::serve(args, crate::daemon::in_background())
         }
         Cmd::Demo(args) => crate::tui::demo(args),
-        Cmd::Attach { store } => match crate::store::cli::find_dir(store) {
+        Cmd::Attach { store } => match crate::daemon::commands::find_dir(store) {
             Ok(dir) => crate::daemon::client::attach(&dir),
             Err(c) => c,
         },
-        Cmd::Status { store } => match crate::store::cli::find_dir(store) {
+        Cmd::Status { store } => match crate::daemon::commands::find_dir(store) {
             Ok(dir) => crate::daemon::client::status(&dir),
             Err(c) => c,
         },
-        Cmd::Stop { store, now } => match crate::store::cli::find_dir(store) {
+        Cmd::Stop { store, now } => match crate::daemon::commands::find_dir(store) {
             Ok(dir) => crate::daemon::client::stop(&dir, now),
             Err(c) => c,
         },
@@ -531,11 +531,12 @@ pub fn run(cli: Cli) -> i32 {
             filter,
             threshold,
         } => {
-            if let Err(e) = crate::store::cli::check_results_args(&format, filter.as_deref()) {
+            if let Err(e) = crate::daemon::commands::check_results_args(&format, filter.as_deref())
+            {
                 tracing::error!("{e}");
                 return 2;
             }
-            let dir = match crate::store::cli::find_dir(store) {
+            let dir = match crate::daemon::commands::find_dir(store) {
                 Ok(d) => d,
                 Err(c) => return c,
             };
@@ -548,10 +549,10 @@ pub fn run(cli: Cli) -> i32 {
             if let Some(code) = crate::daemon::client::query(&dir, want) {
                 return code;
             }
-            crate::store::cli::results(Some(dir), &format, filter.as_deref(), threshold)
+            crate::daemon::commands::results(Some(dir), &format, filter.as_deref(), threshold)
         }
         Cmd::Show { what, store, json } => {
-            let dir = match crate::store::cli::find_dir(store) {
+            let dir = match crate::daemon::commands::find_dir(store) {
                 Ok(d) => d,
                 Err(c) => return c,
             };
@@ -562,10 +563,10 @@ pub fn run(cli: Cli) -> i32 {
             if let Some(code) = crate::daemon::client::query(&dir, want) {
                 return code;
             }
-            crate::store::cli::show_cmd(Some(dir), &what, json)
+            crate::daemon::commands::show_cmd(Some(dir), &what, json)
         }
         Cmd::Digest { store, format, out } => digest(store, &format, out),
-        Cmd::Salvage { store, out } => match crate::store::cli::find_dir(store) {
+        Cmd::Salvage { store, out } => match crate::daemon::commands::find_dir(store) {
             Ok(dir) => crate::store::salvage::main(&dir, out.as_deref()),
             Err(c) => c,
         },
@@ -604,7 +605,7 @@ pub fn run(cli: Cli) -> i32 {
             size_mb,
         } => match what.as_str() {
             "engine" => crate::bench::engine(runs),
-            "store" => crate::store::cli::bench(runs),
+            "store" => crate::daemon::commands::bench(runs),
             "tui" => crate::tui::bench::run(runs.min(100_000)),
             "attach" => crate::daemon::bench::attach(runs.min(100_000)),
             "daemon" => crate::daemon::bench::daemon(runs, size_mb),
@@ -645,7 +646,7 @@ fn digest(store: Option<PathBuf>, format: &str, out: Option<PathBuf>) -> i32 {
         tracing::error!("--format `{format}` (expected md or html)");
         return 2;
     }
-    let dir = match crate::store::cli::find_dir(store) {
+    let dir = match crate::daemon::commands::find_dir(store) {
         Ok(d) => d,
         Err(c) => return c,
     };
@@ -654,8 +655,8 @@ fn digest(store: Option<PathBuf>, format: &str, out: Option<PathBuf>) -> i32 {
     };
     let text = match crate::daemon::client::query_text(&dir, want) {
         Some(r) => r,
-        None => match crate::store::cli::find_store(Some(dir)) {
-            Ok(s) => crate::store::cli::digest_for(&s, format),
+        None => match crate::daemon::commands::find_store(Some(dir)) {
+            Ok(s) => crate::daemon::commands::digest_for(&s, format),
             Err(c) => return c,
         },
     };
@@ -670,8 +671,8 @@ fn digest(store: Option<PathBuf>, format: &str, out: Option<PathBuf>) -> i32 {
                 2
             }
         },
-        (r, None) => crate::store::cli::answer(r),
-        (Err(e), Some(_)) => crate::store::cli::answer(Err(e)),
+        (r, None) => crate::daemon::commands::answer(r),
+        (Err(e), Some(_)) => crate::daemon::commands::answer(Err(e)),
     }
 }
 

@@ -100,6 +100,12 @@ pub enum Event {
     Paused {
         reason: String,
     },
+    /// The breaker stopped one model's runs (they fail alike); the rest go on.
+    /// `Resumed` lifts it.
+    ModelPaused {
+        model: String,
+        reason: String,
+    },
     Resumed,
     Operator {
         command: Command,

@@ -96,6 +96,10 @@ impl<W: Write + Send> Observer for Printer<W> {
                 )?;
             }
             Event::Paused { reason } => writeln!(self.out, "{t} sweep paused: {reason}")?,
+            Event::ModelPaused { model, reason } => writeln!(
+                self.out,
+                "{t} runs of {model} paused: {reason}; other runs go on"
+            )?,
             Event::Resumed => writeln!(self.out, "{t} sweep resumed")?,
             Event::Image {
                 image,

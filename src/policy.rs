@@ -1,7 +1,9 @@
 //! What happens after a failure: one action per category (configurable), bounded retries
 //! with capped exponential backoff, fixes applied at most once per run, and a circuit
-//! breaker that pauses the sweep when runs keep failing the same way. Pure and
-//! synchronous; the engine executes the decision.
+//! breaker that stops what keeps failing the same way: the whole sweep when the host is the
+//! problem, only one model's runs when that model keeps failing alike on other commits
+//! (its memory, its start-up), so the rest of the night goes on. Pure and synchronous;
+//! the engine executes the decision.
 
 use crate::category::{Action, Category};
 use crate::diagnose::{DataError, Diagnosis, RecipeBook};
@@ -87,13 +89,41 @@ pub struct Decision {
     pub pause_sweep: Option<String>,
     /// One readable line for the TUI and the log.
     pub reason: String,
+    /// Set when the breaker stops one model's runs (not the sweep): the model, and why.
+    #[serde(default)]
+    pub hold_model: Option<(String, String)>,
+}
+
+/// What a tripped breaker stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerScope {
+    /// The host: every later run would fail the same way (disk, driver, NCCL, unknown).
+    Host,
+    /// The model: too big for the box as configured, too slow to start, its outputs.
+    /// Other models' runs go on.
+    Model,
+}
+
+/// The one place that says which failures are a model's rather than the host's.
+pub fn breaker_scope(c: Category) -> BreakerScope {
+    match c {
+        Category::CudaOom
+        | Category::KvCacheTooSmall
+        | Category::ServerStartTimeout
+        | Category::CudaGraphCaptureTimeout
+        | Category::EngineCoreInitFailed
+        | Category::NoMetrics
+        | Category::BenchTimeout => BreakerScope::Model,
+        _ => BreakerScope::Host,
+    }
 }
 
 pub struct Policy {
     cfg: PolicyConfig,
     recipes: Arc<RecipeBook>,
-    /// (category, runs in a row, the commit that last counted).
-    streak: Option<(Category, u32, Option<String>)>,
+    /// Per scope (None: the host; Some(model)): (category, runs in a row, the commit that
+    /// last counted).
+    streaks: BTreeMap<Option<String>, (Category, u32, Option<String>)>,
 }
 
 impl Policy {
@@ -101,7 +131,7 @@ impl Policy {
         Policy {
             cfg,
             recipes,
-            streak: None,
+            streaks: BTreeMap::new(),
         }
     }
 
@@ -222,6 +252,19 @@ impl Policy {
         attempt: u32,
         fixes_already_applied: &[String],
     ) -> Decision {
+        self.decide_in(commit, None, d, attempt, fixes_already_applied)
+    }
+
+    /// As [`Policy::decide_for`], for a run of `model`: failures that are the model's
+    /// ([`breaker_scope`]) count towards that model's breaker, which holds only its runs.
+    pub fn decide_in(
+        &mut self,
+        commit: Option<&str>,
+        model: Option<&str>,
+        d: &Diagnosis,
+        attempt: u32,
+        fixes_already_applied: &[String],
+    ) -> Decision {
         let cat = d.category;
         let what = if d.predicted {
             format!("{cat} (predicted)")
@@ -261,6 +304,7 @@ impl Policy {
                     recipe: Some(r.name.clone()),
                     retry_after: None,
                     pause_sweep: None,
+                    hold_model: None,
                     reason: if r.scope == crate::diagnose::recipe::RecipeScope::Commit {
                         format!(
                             "{what} — applying fix {} to every variant of the commit, then retry",
@@ -288,6 +332,7 @@ impl Policy {
                     recipe: None,
                     retry_after: Some(wait),
                     pause_sweep: None,
+                    hold_model: None,
                     reason: format!(
                         "{what} — the registry limits pulls: pulling again in {}{why}; spends no retry, other runs go on",
                         fmt_secs(wait)
@@ -303,6 +348,7 @@ impl Policy {
                         recipe: None,
                         retry_after: Some(wait),
                         pause_sweep: None,
+                        hold_model: None,
                         reason: format!("{what} — retry {attempt}/{limit} in {}", fmt_secs(wait)),
                     }
                 } else {
@@ -335,6 +381,7 @@ impl Policy {
                 recipe: None,
                 retry_after: None,
                 pause_sweep: None,
+                hold_model: None,
                 reason: if cat == Category::GatedModelAuth {
                     format!("{what} — the model's runs end here; the rest of the night goes on (`run --retry-failed {cat}` once the token has access)")
                 } else {
@@ -349,6 +396,7 @@ impl Policy {
                     recipe: None,
                     retry_after: None,
                     pause_sweep: Some(why.clone()),
+                    hold_model: None,
                     reason: format!("{why}; sweep paused (space resumes)"),
                 }
             }
@@ -359,7 +407,11 @@ impl Policy {
             && !self.cfg.breaker_ignore.contains(&cat)
             && !d.predicted;
         if counts {
-            let n = match &self.streak {
+            let scope = match (breaker_scope(cat), model) {
+                (BreakerScope::Model, Some(m)) => Some(m.to_string()),
+                _ => None,
+            };
+            let n = match self.streaks.get(&scope) {
                 Some((c, n, last)) if *c == cat => {
                     let same_commit = commit.is_some() && last.as_deref() == commit;
                     if same_commit {
@@ -370,21 +422,42 @@ impl Policy {
                 }
                 _ => 1,
             };
-            self.streak = Some((cat, n, commit.map(str::to_string)));
+            self.streaks
+                .insert(scope.clone(), (cat, n, commit.map(str::to_string)));
             if self.cfg.breaker_threshold > 0 && n >= self.cfg.breaker_threshold {
-                let why = format!("breaker tripped: {n} × {cat} in a row");
-                dec.action = Action::PauseSweep;
-                dec.reason = format!("{}; {why} — sweep paused", dec.reason);
-                dec.pause_sweep = Some(why);
-                self.streak = None;
+                self.streaks.remove(&scope);
+                match scope {
+                    None => {
+                        let why = format!("breaker tripped: {n} × {cat} in a row");
+                        dec.action = Action::PauseSweep;
+                        dec.reason = format!("{}; {why} — sweep paused", dec.reason);
+                        dec.pause_sweep = Some(why);
+                    }
+                    Some(m) => {
+                        let why = format!("breaker tripped: {n} × {cat} in a row on {m}");
+                        dec.action = Action::Operator;
+                        dec.reason = format!(
+                            "{}; {why} — {m}'s queued runs wait (space resumes), other runs go on",
+                            dec.reason
+                        );
+                        dec.hold_model = Some((m, why));
+                    }
+                }
             }
         }
         dec
     }
 
-    /// A run succeeded: the failure streak is over.
+    /// A run succeeded: every failure streak is over.
     pub fn record_success(&mut self) {
-        self.streak = None;
+        self.streaks.clear();
+    }
+
+    /// A run of `model` succeeded: the host's streak and the model's are over; other
+    /// models' go on counting.
+    pub fn record_success_of(&mut self, model: Option<&str>) {
+        self.streaks
+            .retain(|scope, _| scope.is_some() && scope.as_deref() != model);
     }
 }
 
@@ -431,6 +504,7 @@ fn operator(recipe: Option<String>, reason: String) -> Decision {
         recipe,
         retry_after: None,
         pause_sweep: None,
+        hold_model: None,
         reason,
     }
 }
@@ -679,6 +753,50 @@ mod tests {
         }
         // Tripping resets the streak.
         assert_eq!(p.decide(&d, 2, &[]).action, Action::Operator);
+    }
+
+    #[test]
+    fn a_models_breaker_holds_only_that_model_and_the_hosts_still_pauses() {
+        let mut p = policy(PolicyConfig {
+            breaker_threshold: 3,
+            ..PolicyConfig::default()
+        });
+        let oom = diag(Category::CudaOom);
+        // Model A fails alike on three commits; B's failures and successes between them
+        // neither count for A nor reset A's streak.
+        for (i, c) in ["c1", "c2", "c3"].iter().enumerate() {
+            let d = p.decide_in(Some(c), Some("A"), &oom, 9, &[]);
+            p.decide_in(Some(c), Some("B"), &oom, 9, &[]);
+            p.record_success_of(Some("B"));
+            if i < 2 {
+                assert!(d.hold_model.is_none(), "{d:?}");
+            } else {
+                assert_eq!(d.action, Action::Operator);
+                assert!(d.pause_sweep.is_none(), "the sweep goes on: {d:?}");
+                let (m, why) = d.hold_model.clone().unwrap();
+                assert_eq!(m, "A");
+                assert_eq!(why, "breaker tripped: 3 × cuda_oom in a row on A");
+                assert!(d.reason.contains("other runs go on"), "{}", d.reason);
+            }
+        }
+        // A's success ends A's streak only.
+        p.decide_in(Some("c4"), Some("A"), &oom, 9, &[]);
+        p.decide_in(Some("c5"), Some("A"), &oom, 9, &[]);
+        p.record_success_of(Some("A"));
+        assert!(p
+            .decide_in(Some("c6"), Some("A"), &oom, 9, &[])
+            .hold_model
+            .is_none());
+        // A host failure (disk) still pauses the sweep, whatever the model.
+        let disk = diag(Category::NcclError);
+        let mut last = None;
+        for c in ["d1", "d2", "d3"] {
+            p.decide_in(Some(c), Some("A"), &disk, 1, &[]);
+            last = Some(p.decide_in(Some(c), Some("A"), &disk, 9, &[]));
+        }
+        let last = last.unwrap();
+        assert_eq!(last.action, Action::PauseSweep, "{last:?}");
+        assert!(last.hold_model.is_none());
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub const INTERRUPTED: &str = "interrupted";
 pub struct SweepState {
     pub runs: Vec<RunRecord>,
     pub paused: Option<String>,
+    /// Models whose runs the breaker stopped, with why (the sweep itself goes on).
+    #[serde(default)]
+    pub paused_models: BTreeMap<String, String>,
     pub started_ms: Option<u64>,
     pub finished: bool,
 }
@@ -181,7 +184,13 @@ impl SweepState {
                 }
             }
             Event::Paused { reason } => self.paused = Some(reason.clone()),
-            Event::Resumed => self.paused = None,
+            Event::ModelPaused { model, reason } => {
+                self.paused_models.insert(model.clone(), reason.clone());
+            }
+            Event::Resumed => {
+                self.paused = None;
+                self.paused_models.clear();
+            }
             Event::SweepFinished { .. } => self.finished = true,
             Event::Log { .. }
             | Event::Operator { .. }

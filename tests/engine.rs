@@ -322,7 +322,14 @@ async fn port_bug_is_predicted_from_the_version_and_skipped_with_one_command() {
     ));
 }
 
-struct PanickingRuntime;
+/// Panics in every attempt; counts attempts started and reclaimed, and notes an attempt
+/// started on the one GPU before the last one's containers were reclaimed.
+#[derive(Default)]
+struct PanickingRuntime {
+    started: std::sync::atomic::AtomicU32,
+    reclaimed: std::sync::atomic::AtomicU32,
+    early: std::sync::atomic::AtomicU32,
+}
 
 #[async_trait::async_trait]
 impl nightshift::runtime::Runtime for PanickingRuntime {
@@ -338,16 +345,29 @@ impl nightshift::runtime::Runtime for PanickingRuntime {
         _sink: nightshift::runtime::RunSink,
         _cancel: CancellationToken,
     ) -> nightshift::runtime::RunReport {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.started.fetch_add(1, SeqCst) != self.reclaimed.load(SeqCst) {
+            self.early.fetch_add(1, SeqCst);
+        }
         panic!("runtime bug");
+    }
+    async fn reclaim(&self, job: &nightshift::runtime::RunJob) -> anyhow::Result<Vec<String>> {
+        // Slow, as removing a real container is: the GPU must wait for it.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        self.reclaimed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(vec![format!("removed container of {}", job.key)])
     }
 }
 
 #[tokio::test]
 async fn a_panicking_runtime_ends_the_attempt_and_frees_its_gpu() {
+    use std::sync::atomic::Ordering::SeqCst;
     let p = plan(&[(SERVE, "")]);
+    let rt = Arc::new(PanickingRuntime::default());
     let (engine, _cmds) = Engine::new(
         p,
-        Arc::new(PanickingRuntime),
+        rt.clone(),
         EngineOptions {
             gpus: 1,
             seed: 1,
@@ -365,6 +385,11 @@ async fn a_panicking_runtime_ends_the_attempt_and_frees_its_gpu() {
     assert_eq!(s.counts.failed, 2, "{s:?}");
     let f = st.run(RunId(0)).finding.clone().unwrap();
     assert!(f.evidence.contains("runtime task failed"), "{f:?}");
+    assert!(f.evidence.contains("removed container of"), "{f:?}");
+    // Every panicked attempt was reclaimed, each before its GPU went to the next one.
+    assert!(rt.started.load(SeqCst) >= 2);
+    assert_eq!(rt.reclaimed.load(SeqCst), rt.started.load(SeqCst));
+    assert_eq!(rt.early.load(SeqCst), 0);
 }
 
 #[tokio::test]
@@ -396,4 +421,95 @@ async fn a_failing_observer_stops_the_sweep_and_tears_runs_down() {
     .await
     .expect("returns promptly");
     assert!(r.unwrap_err().to_string().contains("disk full"));
+}
+
+/// The breaker stops the model that fails alike on commit after commit, not the sweep: the
+/// other model's runs all run; the stopped model's wait queued, holding no GPU, until the
+/// operator resumes.
+#[tokio::test]
+async fn the_breaker_pauses_only_the_model_that_fails_alike() {
+    let big = "model = \"m/big\"\nsim = { fail = \"cuda_oom\" }";
+    let small = "model = \"m/small\"";
+    let p = plan(&[
+        (SERVE, big),
+        (SERVE, big),
+        (SERVE, big),
+        (SERVE, small),
+        (SERVE, small),
+    ]);
+    let (engine, cmds) = Engine::new(
+        p.clone(),
+        Arc::new(SimRuntime::new(Speed::Max)),
+        EngineOptions {
+            gpus: 1,
+            seed: 1,
+            wait_for_operator: true,
+        },
+    );
+    let cfg = nightshift::policy::PolicyConfig {
+        breaker_threshold: 2,
+        ..Default::default()
+    };
+    let mut engine = engine.with_time_scale(0.0).with_diagnosis(
+        cfg,
+        Arc::new(nightshift::diagnose::Catalog::builtin()),
+        Arc::new(nightshift::diagnose::RecipeBook::builtin()),
+    );
+    let log: Log = Arc::new(Mutex::new(Vec::new()));
+    let l2 = log.clone();
+    let st = Arc::new(Mutex::new(nightshift::state::SweepState::for_plan(&p)));
+    let st2 = st.clone();
+    let tx = cmds.clone();
+    let mut resumed = false;
+    engine.observe(Box::new(move |env: &Envelope| {
+        l2.lock().unwrap().push(env.clone());
+        let mut s = st2.lock().unwrap();
+        let _ = s.apply(env);
+        // Once m/small is done and m/big waits: check nothing of m/big started meanwhile,
+        // then resume: m/big's runs start again.
+        let small_done = (6..10).all(|i| s.runs[i].state.is_terminal());
+        if small_done && !resumed && !s.paused_models.is_empty() {
+            assert!(s.paused.is_none(), "the sweep itself never paused");
+            assert_eq!(s.runs[4].state, RunState::Queued);
+            assert_eq!(s.runs[5].state, RunState::Queued);
+            resumed = true;
+            let _ = tx.send(Command::Resume);
+        }
+        // Resumed, m/big fails alike again and is stopped again: its last run waits.
+        if resumed && matches!(env.event, Event::ModelPaused { .. }) {
+            assert_eq!(s.runs[5].state, RunState::Queued);
+            let _ = tx.send(Command::Shutdown);
+        }
+        Ok(())
+    }));
+    let (_s, st) = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        engine.run(CancellationToken::new()),
+    )
+    .await
+    .expect("engine finished")
+    .unwrap();
+    let events = log.lock().unwrap().clone();
+    let paused: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::ModelPaused { model, .. } => Some(model.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(paused, ["m/big", "m/big"]);
+    assert!(!events
+        .iter()
+        .any(|e| matches!(e.event, Event::Paused { .. })));
+    for i in 6..10 {
+        assert_eq!(
+            st.runs[i].state,
+            RunState::Finished {
+                outcome: Outcome::Success
+            },
+            "run {i}"
+        );
+    }
+    // After the resume m/big's runs ran again (run 4 is its third commit's baseline).
+    assert_ne!(st.runs[4].state, RunState::Queued);
 }

@@ -143,6 +143,12 @@ impl Alerter {
                 "the sweep paused".into(),
                 format!("{reason} — `nightshift attach` to decide"),
             ),
+            Event::ModelPaused { model, reason } => self.emit(
+                Kind::Paused,
+                now,
+                format!("the runs of {model} paused"),
+                format!("{reason}; other runs go on — `nightshift attach`, space resumes"),
+            ),
             Event::State { run, to, .. } => {
                 if matches!(to, RunState::Held { .. }) {
                     self.held_since.entry(run.0).or_insert(now);

@@ -262,5 +262,5 @@ pub fn query_text(store: &Path, want: Want) -> Option<Result<String, (i32, Strin
 
 /// [`query_text`], printed: the exit status, or None when no daemon runs on `store`.
 pub fn query(store: &Path, want: Want) -> Option<i32> {
-    query_text(store, want).map(crate::store::cli::answer)
+    query_text(store, want).map(crate::daemon::commands::answer)
 }

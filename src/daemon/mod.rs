@@ -15,11 +15,12 @@
 
 pub mod bench;
 pub mod client;
+pub mod commands;
 pub mod protocol;
 pub mod server;
 
+use crate::daemon::commands::{prepare_run, resolve_dir, Prepared, RunArgs};
 use crate::engine::{Engine, EngineOptions};
-use crate::store::cli::{prepare_run, resolve_dir, Prepared, RunArgs};
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -121,8 +122,18 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         )));
         let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
         // Logs first: their files are closed (sizes final) before the store records them.
-        engine.observe(Box::new(crate::engine::logs::LogWriter::new(log_dir, keys)));
-        engine.observe(Box::new(obs));
+        let (logs, persist) = match (
+            crate::engine::offthread::logs(crate::engine::logs::LogWriter::new(log_dir, keys)),
+            crate::engine::offthread::store(obs),
+        ) {
+            (Ok(l), Ok(s)) => (l, s),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!("starting the I/O threads: {e}");
+                return 1;
+            }
+        };
+        engine.observe(logs);
+        engine.observe(persist);
         engine.observe(Box::new(server::HubObserver(hub.clone())));
         crate::cli::spawn_signal_handler(shutdown.clone());
         ignore_hangups();
@@ -145,7 +156,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         // The morning digest, next to the store, whatever way the sweep ended.
         let digest = tokio::task::spawn_blocking(move || {
             let s = store.lock().unwrap_or_else(|e| e.into_inner());
-            crate::store::cli::write_digest(&s)
+            crate::daemon::commands::write_digest(&s)
         })
         .await;
         match digest {

@@ -66,9 +66,11 @@ impl Hub {
                     format,
                     filter,
                     threshold,
-                } => crate::store::cli::results_for(&s, &format, filter.as_deref(), threshold),
-                Want::Show { what, json } => crate::store::cli::show_for(&s, &what, json),
-                Want::Digest { format } => crate::store::cli::digest_for(&s, &format),
+                } => {
+                    crate::daemon::commands::results_for(&s, &format, filter.as_deref(), threshold)
+                }
+                Want::Show { what, json } => crate::daemon::commands::show_for(&s, &what, json),
+                Want::Digest { format } => crate::daemon::commands::digest_for(&s, &format),
                 _ => Err((2, "not a query".into())),
             }
         })
@@ -114,6 +116,15 @@ impl Hub {
         let phase = match (&st.paused, st.finished) {
             (_, true) => "finished".to_string(),
             (Some(why), _) => format!("paused ({why})"),
+            (None, _) if !st.paused_models.is_empty() => format!(
+                "running, runs of {} paused by the breaker, {} waiting for the operator",
+                st.paused_models
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                c.held
+            ),
             (None, _) if c.held > 0 => format!("running, {} waiting for the operator", c.held),
             (None, _) => "running".to_string(),
         };

@@ -6,6 +6,7 @@
 pub mod images;
 pub mod logs;
 pub mod observer;
+pub mod offthread;
 
 use crate::category::{Action, Category};
 use crate::diagnose::{self, Catalog, FailureContext, RecipeBook, RecipeScope, Scanner};
@@ -332,11 +333,17 @@ impl Engine {
                         summary.interrupted = true;
                         break;
                     }
+                    // Runs of a model the breaker stopped wait like a paused sweep's.
                     let queued_waiting = self.state.runs.iter().enumerate().any(|(i, r)| {
-                        r.state == RunState::Queued && self.plan.runs[i].gpus <= self.opts.gpus
+                        r.state == RunState::Queued
+                            && self.plan.runs[i].gpus <= self.opts.gpus
+                            && !self.model_paused(i)
                     });
                     let held = self.state.counts().held > 0;
                     let paused = self.state.paused.is_some();
+                    // Without an operator, other models' runs go on; once only the stopped
+                    // model's are left, the sweep ends with them queued, as a pause does.
+                    let waiting_models = !self.state.paused_models.is_empty();
                     if !self.opts.wait_for_operator {
                         if paused || (!queued_waiting && !held) {
                             break;
@@ -345,7 +352,7 @@ impl Engine {
                             self.finalize_held()?;
                             break;
                         }
-                    } else if !queued_waiting && !held && !paused {
+                    } else if !queued_waiting && !held && !paused && !waiting_models {
                         break;
                     }
                 }
@@ -394,7 +401,16 @@ impl Engine {
         summary.failures = self.state.failures_by_category();
         summary.wall = started.elapsed();
         summary.gpu_seconds = self.gpu_ms as f64 / 1000.0;
-        summary.paused = self.state.paused.clone();
+        summary.paused = self.state.paused.clone().or_else(|| {
+            let models: Vec<&String> = self.state.paused_models.keys().collect();
+            (!models.is_empty()).then(|| {
+                let list: Vec<&str> = models.iter().map(|m| m.as_str()).collect();
+                format!(
+                    "breaker: the runs of {} wait (resume to run them)",
+                    list.join(", ")
+                )
+            })
+        });
         self.emit(Event::SweepFinished {
             interrupted: summary.interrupted,
         })?;
@@ -511,6 +527,18 @@ impl Engine {
         Ok(())
     }
 
+    /// Whether run `i`'s model is one the breaker stopped.
+    fn model_paused(&self, i: usize) -> bool {
+        let paused = &self.state.paused_models;
+        !paused.is_empty()
+            && self
+                .plan
+                .commit_of(&self.plan.runs[i])
+                .model
+                .as_ref()
+                .is_some_and(|m| paused.contains_key(m))
+    }
+
     fn start_runs(&mut self) -> anyhow::Result<()> {
         if self.state.paused.is_some() || !self.schedule_dirty {
             return Ok(());
@@ -520,8 +548,11 @@ impl Engine {
             let now = Instant::now();
             let not_before = &self.not_before;
             let image_ok = |i: usize| self.image_ok(i);
+            // A model the breaker stopped: its runs wait, queued, holding no GPU.
             let eligible = |i: usize| {
-                not_before.get(&RunId(i as u32)).is_none_or(|t| *t <= now) && image_ok(i)
+                not_before.get(&RunId(i as u32)).is_none_or(|t| *t <= now)
+                    && image_ok(i)
+                    && !self.model_paused(i)
             };
             let Some(index) = self.queue.pick(&self.pool, eligible) else {
                 return Ok(());
@@ -608,14 +639,24 @@ impl Engine {
         let sink = RunSink::new(id, attempt, self.msg_tx.clone());
         tokio::spawn(async move {
             let done = sink.clone();
-            // A runtime that panics must still hand its GPUs back and end the attempt.
+            let (rt, held) = (runtime.clone(), job.clone());
+            // A runtime that panics must still end the attempt and hand its GPUs back, but
+            // only once what it started is gone (`Done` is what releases them).
             let report =
                 match tokio::spawn(async move { runtime.execute(job, sink, cancel).await }).await {
                     Ok(r) => r,
-                    Err(e) => RunReport::new(RunEnd::Error {
-                        stage: Stage::PreparingImage,
-                        message: format!("runtime task failed: {e}"),
-                    }),
+                    Err(e) => {
+                        let reclaimed = match rt.reclaim(&held).await {
+                            Ok(lines) => lines.join("; "),
+                            Err(r) => format!("could not reclaim its containers: {r:#}"),
+                        };
+                        RunReport::new(RunEnd::Error {
+                            stage: Stage::PreparingImage,
+                            message: format!("runtime task failed: {e} {reclaimed}")
+                                .trim_end()
+                                .to_string(),
+                        })
+                    }
                 };
             done.send(RuntimeMsg::Done(report)).await;
         });
@@ -894,7 +935,7 @@ impl Engine {
                     value: v,
                 })?;
             }
-            self.policy.record_success();
+            self.policy.record_success_of(commit.model.as_deref());
             return self.set_state(
                 run,
                 RunState::Finished {
@@ -956,9 +997,13 @@ impl Engine {
         let applied = self.state.run(run).fixes.clone();
         // A crash, Ctrl-C or stop that cut attempts short spends none of the run's retries.
         let counted = self.state.run(run).counted_attempts();
-        let decision = self
-            .policy
-            .decide_for(Some(&commit.commit), &diagnosis, counted, &applied);
+        let decision = self.policy.decide_in(
+            Some(&commit.commit),
+            commit.model.as_deref(),
+            &diagnosis,
+            counted,
+            &applied,
+        );
         let category = diagnosis.category;
         let finding = Finding {
             category,
@@ -981,6 +1026,12 @@ impl Engine {
         })?;
         if let Some(reason) = &decision.pause_sweep {
             self.emit(Event::Paused {
+                reason: reason.clone(),
+            })?;
+        }
+        if let Some((model, reason)) = &decision.hold_model {
+            self.emit(Event::ModelPaused {
+                model: model.clone(),
                 reason: reason.clone(),
             })?;
         }
@@ -1174,7 +1225,7 @@ impl Engine {
                 }
             }
             Command::Resume => {
-                if self.state.paused.is_some() {
+                if self.state.paused.is_some() || !self.state.paused_models.is_empty() {
                     self.emit(Event::Resumed)?;
                 }
             }

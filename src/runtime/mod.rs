@@ -186,6 +186,13 @@ pub trait Runtime: Send + Sync + 'static {
     /// whatever it started.
     async fn execute(&self, job: RunJob, sink: RunSink, cancel: CancellationToken) -> RunReport;
 
+    /// Take down whatever `job`'s attempt left running when [`Runtime::execute`] did not
+    /// return normally (it panicked). The engine hands the attempt's GPUs on only after
+    /// this returns, so a GPU is never given to a run while another's container holds it.
+    async fn reclaim(&self, _job: &RunJob) -> anyhow::Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
     /// Whether this runtime brings images onto the box ahead of the runs, so that a run
     /// gets its GPUs only once its image is there ([`Runtime::fetch_image`]).
     fn prefetches(&self) -> bool {

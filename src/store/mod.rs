@@ -11,7 +11,6 @@
 //! transition before the engine acts on it; other events ride along with the next flush.
 //! Full logs stay in files under `<store>/logs`; the ending event of an attempt names them.
 
-pub mod cli;
 mod history;
 pub mod record;
 pub mod report;
@@ -621,4 +620,26 @@ impl Observer for StoreObserver {
         }
         Ok(())
     }
+}
+
+/// Copy a store's database files (not its logs) into `to`.
+pub fn copy_db(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)?.flatten() {
+        let name = e.file_name();
+        if name == "logs" {
+            continue;
+        }
+        if e.file_type()?.is_dir() {
+            copy_db(&e.path(), &to.join(&name))?;
+        } else {
+            let copy = to.join(&name);
+            std::fs::copy(e.path(), &copy)?;
+            // The copy keeps the original's mode: a read-only store's would be read-only too,
+            // and the database engine opens its files for writing.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    Ok(())
 }

@@ -44,7 +44,7 @@ pub fn salvage(dir: &Path) -> anyhow::Result<Salvaged> {
 fn from_copy(dir: &Path) -> Option<Salvaged> {
     let copy = std::env::temp_dir().join(format!("nightshift-salvage-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&copy);
-    let opened = super::cli::copy_db(dir, &copy)
+    let opened = super::copy_db(dir, &copy)
         .ok()
         .and_then(|_| Store::open(&copy, false).ok())
         .and_then(|store| {

@@ -912,7 +912,7 @@ impl App {
                 }
             }
             Action::PauseResume => {
-                let cmd = if self.state.paused.is_some() {
+                let cmd = if self.state.paused.is_some() || !self.state.paused_models.is_empty() {
                     Command::Resume
                 } else {
                     Command::Pause

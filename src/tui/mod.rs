@@ -252,14 +252,8 @@ fn start(
                     wait_for_operator: true,
                 },
             );
-            let mut engine = engine.with_time_scale(time_scale);
-            if let Some(dir) = &opts.log_dir {
-                let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
-                engine.observe(Box::new(crate::engine::logs::LogWriter::new(
-                    dir.clone(),
-                    keys,
-                )));
-            }
+            // (run_tui adds the log writer: one per sweep, or every line is written twice.)
+            let engine = engine.with_time_scale(time_scale);
             run_tui(plan, engine, cmds, opts).await
         }),
         false,
@@ -278,10 +272,9 @@ pub async fn run_tui(
     engine.observe(Box::new(ChannelObserver(tx)));
     if let Some(dir) = &opts.log_dir {
         let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
-        engine.observe(Box::new(crate::engine::logs::LogWriter::new(
-            dir.clone(),
-            keys,
-        )));
+        engine.observe(crate::engine::offthread::logs(
+            crate::engine::logs::LogWriter::new(dir.clone(), keys),
+        )?);
     }
     let shutdown = CancellationToken::new();
     let engine_task = tokio::spawn(engine.run(shutdown.clone()));

@@ -202,13 +202,34 @@ pub async fn of_sweep(
     docker: &Docker,
     sweep: &str,
 ) -> Result<Vec<(String, String)>, bollard::errors::Error> {
+    labelled(docker, vec![format!("{LABEL_SWEEP}={sweep}")]).await
+}
+
+/// The containers of one attempt of one run (any role).
+pub async fn of_attempt(
+    docker: &Docker,
+    job: &RunJob,
+) -> Result<Vec<(String, String)>, bollard::errors::Error> {
+    labelled(
+        docker,
+        vec![
+            format!("{LABEL_SWEEP}={}", job.sweep),
+            format!("{LABEL_KEY}={}", job.key),
+            format!("{LABEL_ATTEMPT}={}", job.attempt),
+        ],
+    )
+    .await
+}
+
+/// (id, name) of every container carrying all of `labels` (`k=v`).
+async fn labelled(
+    docker: &Docker,
+    labels: Vec<String>,
+) -> Result<Vec<(String, String)>, bollard::errors::Error> {
     let list = docker
         .list_containers(Some(ListContainersOptions {
             all: true,
-            filters: Some(HashMap::from([(
-                "label".to_string(),
-                vec![format!("{LABEL_SWEEP}={sweep}")],
-            )])),
+            filters: Some(HashMap::from([("label".to_string(), labels)])),
             ..Default::default()
         }))
         .await?;

@@ -1310,6 +1310,19 @@ impl Runtime for DockerRuntime {
         Ok(lines)
     }
 
+    async fn reclaim(&self, job: &RunJob) -> anyhow::Result<Vec<String>> {
+        self.init().await.map_err(|e| anyhow::anyhow!(e))?;
+        let mut lines = Vec::new();
+        for (id, name) in container::of_attempt(&self.docker, job).await? {
+            container::teardown(&self.docker, &id, 0).await;
+            lines.push(format!(
+                "removed container {} of a failed attempt",
+                if name.is_empty() { id } else { name }
+            ));
+        }
+        Ok(lines)
+    }
+
     fn prefetches(&self) -> bool {
         self.cfg.prefetch
     }
@@ -1341,8 +1354,18 @@ impl Runtime for DockerRuntime {
         if let Err(e) = self.init().await {
             return RunReport::new(err(Stage::PreparingImage, e));
         }
+        // A panic inside the attempt must not skip the teardown below: the containers it
+        // started would hold their GPUs after the engine handed them on.
+        let attempt = std::panic::AssertUnwindSafe(self.attempt(&job, &sink, &lo, &clock));
         let mut report = tokio::select! {
-            r = self.attempt(&job, &sink, &lo, &clock) => r,
+            r = futures_util::FutureExt::catch_unwind(attempt) => r.unwrap_or_else(|p| {
+                let why = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                RunReport::new(err(Stage::StartingContainer, format!("the Docker runtime failed: {why}")))
+            }),
             _ = cancel.cancelled() => RunReport::new(RunEnd::Cancelled),
         };
         // Messages carry Docker's and the container's words into evidence and the store.

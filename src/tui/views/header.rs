@@ -20,6 +20,15 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             format!(" ❚❚ PAUSED ({why}) "),
             Style::default().fg(t.warn).add_modifier(Modifier::BOLD),
         )
+    } else if !app.state.paused_models.is_empty() {
+        let models: Vec<&str> = app.state.paused_models.keys().map(String::as_str).collect();
+        Span::styled(
+            format!(
+                " ▶ RUNNING · ❚❚ breaker: {} paused (space resumes) ",
+                models.join(", ")
+            ),
+            Style::default().fg(t.warn).add_modifier(Modifier::BOLD),
+        )
     } else if c.held > 0 && c.active == 0 {
         // Nothing runs until someone decides: that is what the operator must see first.
         Span::styled(

@@ -1,12 +1,13 @@
-//! The store side of the CLI: `run` with a store (resume), `results`, `show`, `bench store`.
-//! Kept here so `src/cli.rs` only routes.
+//! The application's commands against a store: `run` with a store (resume), `results`,
+//! `show`, `digest`, `bench store`. The daemon layer wires plan, engine, store and clients;
+//! `src/cli.rs` only routes.
 
-use super::resume::{self, ResumeOptions};
-use super::{report, show, Store, StoreError};
 use crate::category::Category;
 use crate::engine::{Engine, EngineOptions};
 use crate::plan::Plan;
 use crate::runtime::Runtime;
+use crate::store::resume::{self, ResumeOptions};
+use crate::store::{report, show, Store, StoreError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -53,7 +54,7 @@ pub fn open_for_run(dir: &Path, plan: &Plan) -> Result<Store, i32> {
 }
 
 pub fn resolve_dir(store: Option<PathBuf>, sweep: &str) -> Result<PathBuf, i32> {
-    match store.or_else(|| super::default_dir(sweep)) {
+    match store.or_else(|| crate::store::default_dir(sweep)) {
         Some(d) => Ok(d),
         None => {
             tracing::error!("no store directory: set XDG_DATA_HOME or HOME, or pass --store DIR");
@@ -128,7 +129,7 @@ pub fn find_dir(store: Option<PathBuf>) -> Result<PathBuf, i32> {
     Ok(match store {
         Some(d) => d,
         None => {
-            let Some(root) = super::data_root() else {
+            let Some(root) = crate::store::data_root() else {
                 tracing::error!("pass --store DIR (no XDG_DATA_HOME or HOME)");
                 return Err(2);
             };
@@ -173,7 +174,7 @@ fn open_snapshot(dir: &Path, why: &str, refused: StoreError) -> Result<Store, i3
             std::process::id()
         ));
         let _ = std::fs::remove_dir_all(&copy);
-        let opened = copy_db(dir, &copy)
+        let opened = crate::store::copy_db(dir, &copy)
             .ok()
             .and_then(|_| Store::open(&copy, false).ok());
         match opened {
@@ -190,28 +191,6 @@ fn open_snapshot(dir: &Path, why: &str, refused: StoreError) -> Result<Store, i3
         }
     }
     Err(store_error(&refused))
-}
-
-/// Copy a store's database files (not its logs) into `to`.
-pub(crate) fn copy_db(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from)?.flatten() {
-        let name = e.file_name();
-        if name == "logs" {
-            continue;
-        }
-        if e.file_type()?.is_dir() {
-            copy_db(&e.path(), &to.join(&name))?;
-        } else {
-            let copy = to.join(&name);
-            std::fs::copy(e.path(), &copy)?;
-            // The copy keeps the original's mode: a read-only store's would be read-only too,
-            // and the database engine opens its files for writing.
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600))?;
-        }
-    }
-    Ok(())
 }
 
 /// `results`' arguments checked before any store is opened: Err is the message and exit 2.
