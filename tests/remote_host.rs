@@ -256,3 +256,37 @@ async fn remote_host_lost_mid_run_requeues_its_runs() {
         "the revived host kept the interrupted runs' containers"
     );
 }
+
+/// A wrong hosts file is bad usage (exit 2) naming file:line:col; `--hosts` with another
+/// runtime too. Needs no Docker.
+#[test]
+fn remote_host_bad_hosts_file_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = plan_file(tmp.path(), "ns-remote-usage");
+    let hosts = tmp.path().join("hosts.toml");
+    std::fs::write(
+        &hosts,
+        "[[hosts]]\nname = \"a\"\ndocker_host = \"unix:///x.sock\"\ngpu = 2\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nightshift"))
+            .arg("run")
+            .arg(&plan)
+            .args(["--headless", "--store"])
+            .arg(tmp.path().join("store"))
+            .arg("--hosts")
+            .arg(&hosts)
+            .args(extra)
+            .env("XDG_CONFIG_HOME", tmp.path().join("config"))
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("{}:4:1", hosts.display())), "{err}");
+    let out = run(&["--runtime", "sim"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--runtime docker"));
+}

@@ -489,3 +489,40 @@ fn slurm_restart_reattaches_without_resubmitting() {
         "no re-attach in the logs:\n{logs}"
     );
 }
+
+/// Bad Slurm settings are bad usage (exit 2), said before anything is submitted; needs no
+/// Slurm.
+#[test]
+fn slurm_bad_settings_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = plan_file(
+        tmp.path(),
+        "ns-slurm-usage",
+        &[("latest", true)],
+        SERVING,
+        r#"["human"]"#,
+    );
+    for (args, says) in [
+        (
+            vec!["--slurm-launcher", "podman"],
+            "unknown launcher `podman`",
+        ),
+        (
+            vec!["--slurm-restd", "ftp://head"],
+            "an http:// or https:// URL",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_nightshift"))
+            .arg("run")
+            .arg(&path)
+            .args(["--runtime", "slurm", "--headless", "--store"])
+            .arg(tmp.path().join("store"))
+            .args(&args)
+            .env("XDG_CONFIG_HOME", tmp.path().join("config"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -5,7 +5,7 @@ use super::logs::{End, JobFiles, Marker};
 use super::state::JobInfo;
 use super::{err, submit, Followed, SlurmRuntime};
 use crate::model::{Pipe, Stage};
-use crate::runtime::{RunEnd, RunJob, RunReport, RunSink, RuntimeMsg};
+use crate::runtime::{RunEnd, RunReport, RunSink, RuntimeMsg};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -32,7 +32,6 @@ impl SlurmRuntime {
     /// Follow the job to its end: files into the sink, markers into stages, Slurm's state.
     pub(super) async fn follow(
         &self,
-        job: &RunJob,
         f: &Followed,
         sink: &RunSink,
         cancel: &CancellationToken,
@@ -135,7 +134,6 @@ impl SlurmRuntime {
                 report.result_files.sort();
             }
         }
-        let _ = job;
         report
     }
 

@@ -328,7 +328,7 @@ impl Runtime for SlurmRuntime {
                 }
             }
         };
-        let report = self.follow(&job, &followed, &sink, &cancel).await;
+        let report = self.follow(&followed, &sink, &cancel).await;
         attach::redact_files(&followed.dir, &self.cfg.secrets);
         attach::mark_consumed(&followed.dir);
         report
