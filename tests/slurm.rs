@@ -526,3 +526,103 @@ fn slurm_bad_settings_exit_2() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// A job that finished while no nightshift followed it (the follower dropped mid-run, as a
+/// crash drops it) is read from its directory by the next attempt: its result, no new job.
+/// A later attempt after that outcome was taken submits anew.
+#[tokio::test(flavor = "multi_thread")]
+async fn slurm_finished_while_away_is_read_not_resubmitted() {
+    require_slurm!();
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = tmp.path().join("shared");
+    let mut cfg = SlurmConfig::new(shared.clone());
+    cfg.gpu_requests = false;
+    cfg.datasets = BTreeMap::from([("sharegpt".to_string(), common::sharegpt_file(tmp.path()))]);
+    let rt = Arc::new(SlurmRuntime::new(cfg));
+    let mut job = common::job("nightshift-standin:latest", SERVING);
+    job.sweep = format!("ns-slurm-away-{}", std::process::id());
+    let attempt = |job: &nightshift::runtime::RunJob| {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1 << 16);
+        let sink = RunSink::new(job.run, job.attempt, tx);
+        let drain = tokio::spawn(async move {
+            let mut lines = Vec::new();
+            while let Some((_, _, m)) = rx.recv().await {
+                if let nightshift::runtime::RuntimeMsg::Log { line, .. } = m {
+                    lines.push(line);
+                }
+            }
+            lines
+        });
+        let (rt, job) = (rt.clone(), job.clone());
+        (
+            tokio::spawn(async move { rt.execute(job, sink, CancellationToken::new()).await }),
+            drain,
+        )
+    };
+    // Attempt 1: followed until the job runs, then the follower is dropped.
+    let (exec, _) = attempt(&job);
+    let prefix = format!("ns:{}:", job.sweep);
+    let squeue = || {
+        let q = Command::new("squeue")
+            .args(["-h", "-o", "%j|%T"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&q.stdout)
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let t = Instant::now();
+    while !squeue().iter().any(|l| l.ends_with("|RUNNING")) {
+        assert!(t.elapsed() < Duration::from_secs(60), "the job never ran");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    exec.abort();
+    let _ = exec.await;
+    while !squeue().is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "the job never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Attempt 2: the finished job's outcome, from its files.
+    job.attempt = 2;
+    let (exec, drain) = attempt(&job);
+    let report = exec.await.unwrap();
+    let lines = drain.await.unwrap();
+    assert_eq!(
+        report.end,
+        RunEnd::BenchExited { exit_code: 0 },
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("re-attached to slurm job")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("Serving Benchmark Result")),
+        "the result lines reach the parser"
+    );
+    let jobs = || {
+        walk(&shared)
+            .into_iter()
+            .filter(|p| p.ends_with("jobid"))
+            .count()
+    };
+    assert_eq!(jobs(), 1, "resubmitted");
+    // Attempt 3 (a retry): that outcome was taken; a new job.
+    job.attempt = 3;
+    let (exec, drain) = attempt(&job);
+    assert_eq!(
+        exec.await.unwrap().end,
+        RunEnd::BenchExited { exit_code: 0 }
+    );
+    let lines = drain.await.unwrap();
+    assert!(
+        lines.iter().any(|l| l.starts_with("submitted slurm job")),
+        "{lines:#?}"
+    );
+    assert_eq!(jobs(), 2);
+}
