@@ -68,7 +68,7 @@ impl SlurmRuntime {
             if Instant::now() < next_poll {
                 continue;
             }
-            match self.client.job(&f.id).await {
+            match self.watch.job(&f.id).await {
                 Ok(j) => {
                     failures = 0;
                     if j.is_running() && !running_seen {

@@ -16,6 +16,7 @@ pub mod launcher;
 pub mod logs;
 pub mod state;
 pub mod submit;
+mod watch;
 
 pub use config::{SlurmArgs, SlurmConfig};
 
@@ -32,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 pub struct SlurmRuntime {
     cfg: SlurmConfig,
     client: Client,
+    watch: watch::Watch,
     recipes: Arc<dyn RecipeSteps>,
 }
 
@@ -58,6 +60,7 @@ impl SlurmRuntime {
         };
         SlurmRuntime {
             cfg,
+            watch: watch::Watch::new(client.clone()),
             client,
             recipes: Arc::new(crate::diagnose::RecipeBook::builtin()),
         }
@@ -328,7 +331,9 @@ impl Runtime for SlurmRuntime {
                 }
             }
         };
+        self.watch.follow(&followed.id);
         let report = self.follow(&followed, &sink, &cancel).await;
+        self.watch.unfollow(&followed.id);
         attach::redact_files(&followed.dir, &self.cfg.secrets);
         attach::mark_consumed(&followed.dir);
         report
