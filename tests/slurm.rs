@@ -468,6 +468,14 @@ fn slurm_restart_reattaches_without_resubmitting() {
     eprintln!("second nightshift:\n{stdout}\n{stderr}");
     assert_eq!(out.status.code(), Some(0), "the resumed sweep succeeds");
     assert!(stdout.contains("success 1"), "one success");
+    assert!(
+        format!("{stdout}{stderr}").contains(&format!("slurm job {job_id} (")),
+        "the restart names the job it follows again"
+    );
+    assert!(
+        !stdout.contains("removed leftover: slurm"),
+        "nothing was removed"
+    );
     // One job for the run: the first attempt's directory only, its job the one killed over.
     let run_dir = shared.join(&sweep);
     let attempts: Vec<PathBuf> = walk(&run_dir)

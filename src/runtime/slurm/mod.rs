@@ -280,7 +280,7 @@ impl Runtime for SlurmRuntime {
     }
 
     /// Nothing is removed: a job still queued or running is this sweep's work in flight,
-    /// followed again when its run resumes (see `execute`).
+    /// followed again when its run resumes (see `execute`); each is named for the operator.
     async fn cleanup_leftovers(&self, sweep: &str) -> anyhow::Result<Vec<String>> {
         let prefix = submit::job_name(sweep, "");
         let jobs = self
@@ -288,15 +288,17 @@ impl Runtime for SlurmRuntime {
             .jobs_named(&prefix)
             .await
             .map_err(|e| anyhow::anyhow!(e))?;
-        Ok(jobs
-            .into_iter()
-            .map(|j| {
-                format!(
-                    "slurm job {} ({}) is still {} on {}: its run follows it again instead of resubmitting",
-                    j.id, j.name, j.state, if j.nodes.is_empty() { "no node yet" } else { &j.nodes }
-                )
-            })
-            .collect())
+        // Said, not returned: the caller reports what it returns as removed.
+        for j in jobs {
+            tracing::info!(
+                "slurm job {} ({}) is still {} on {}: its run follows it again instead of resubmitting",
+                j.id,
+                j.name,
+                j.state,
+                if j.nodes.is_empty() { "no node yet" } else { &j.nodes }
+            );
+        }
+        Ok(Vec::new())
     }
 
     async fn execute(&self, job: RunJob, sink: RunSink, cancel: CancellationToken) -> RunReport {
