@@ -158,3 +158,59 @@ fn demo_in_tmux() {
         "0"
     );
 }
+
+/// `kill -INT` from outside (not the Ctrl-C key, which raw mode turns into a key): the
+/// screen quits and the terminal is the shell's again (cooked, echoing, main screen).
+#[test]
+fn an_external_sigint_restores_the_terminal() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "CI=true and tmux is not installed: the end-to-end TUI test cannot run"
+        );
+        eprintln!("skipping: tmux is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let t = Tmux {
+        socket: format!("nightshift-e2e-int-{}", std::process::id()),
+        _dir: dir,
+    };
+    let bin = env!("CARGO_BIN_EXE_nightshift");
+    let d = t._dir.path().display().to_string();
+    // The inner shell leaves its pid and becomes nightshift; the outer one reads the
+    // terminal's modes once it is gone.
+    let shell = format!(
+        "cd {d} && XDG_CONFIG_HOME={d} sh -c 'echo $$ > {d}/pid; exec {bin} demo --speed 20'; stty -a > {d}/stty; echo EXITED; sleep 120"
+    );
+    t.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "e2e",
+        "-x",
+        "160",
+        "-y",
+        "48",
+        &shell,
+    ]);
+    t.wait("the queue", |s| s.contains("queue · 95 commits"));
+    let pid = std::fs::read_to_string(t._dir.path().join("pid")).unwrap();
+    let ok = Command::new("kill")
+        .args(["-INT", pid.trim()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    t.wait("the shell again", |s| s.contains("EXITED"));
+    let stty = std::fs::read_to_string(t._dir.path().join("stty")).unwrap();
+    let modes: Vec<&str> = stty.split_whitespace().collect();
+    for mode in ["icanon", "echo", "isig"] {
+        assert!(modes.contains(&mode), "{mode} not restored: {stty}");
+    }
+    assert_eq!(
+        t.cmd(&["display-message", "-p", "-t", "e2e", "#{alternate_on}"])
+            .trim(),
+        "0"
+    );
+}

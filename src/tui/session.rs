@@ -108,11 +108,14 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
     let mut gpu_tick = tokio::time::interval(opts.gpu_period);
     gpu_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     #[cfg(unix)]
-    let (mut sigterm, mut sighup) = {
+    // An external SIGINT too (`kill -INT`, a supervisor): its default action would end the
+    // process with the terminal still raw. (Ctrl-C at the keyboard is a key in raw mode.)
+    let (mut sigterm, mut sighup, mut sigint) = {
         use tokio::signal::unix::{signal, SignalKind};
         (
             signal(SignalKind::terminate())?,
             signal(SignalKind::hangup())?,
+            signal(SignalKind::interrupt())?,
         )
     };
     let mut dirty = true;
@@ -138,6 +141,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
             tokio::select! {
                 _ = sigterm.recv() => {},
                 _ = sighup.recv() => {},
+                _ = sigint.recv() => {},
             }
         };
         #[cfg(not(unix))]

@@ -1,26 +1,28 @@
 //! Readiness: `GET /health` → 200 on the published port, then `/v1/models` → 200 — the only
 //! version-independent test (spec §5.4: log lines lie, e.g. with the 0.6.x port bug).
-//! A minimal HTTP/1.0 client over a TcpStream: no connection pooling to go stale.
+//! reqwest, with no idle connections kept: a server that restarts (or a port handed to the
+//! next run) never meets a pooled connection gone stale.
 
+use std::sync::OnceLock;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+fn client() -> &'static reqwest::Client {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    CLIENT.get_or_init(|| {
+        reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .timeout(Duration::from_secs(5))
+            .no_proxy()
+            .build()
+            .expect("a plain HTTP client builds")
+    })
+}
 
 /// The status code of `GET path`, or None when nothing answers properly.
 pub async fn get_status(port: u16, path: &str) -> Option<u16> {
-    let fut = async {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-        let req = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n");
-        s.write_all(req.as_bytes()).await.ok()?;
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.ok()?;
-        let text = String::from_utf8_lossy(&buf);
-        text.split_whitespace().nth(1)?.parse().ok()
-    };
-    tokio::time::timeout(Duration::from_secs(5), fut)
-        .await
-        .ok()
-        .flatten()
+    let url = format!("http://127.0.0.1:{port}{path}");
+    let resp = client().get(url).send().await.ok()?;
+    Some(resp.status().as_u16())
 }
 
 /// True once the server answers both endpoints.
@@ -49,4 +51,48 @@ pub async fn ready_in(docker: &bollard::Docker, name: &str, port: u16) -> bool {
         tokio::time::timeout(Duration::from_secs(10), probe).await,
         Ok(Ok((0, _)))
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server on 127.0.0.1 whose `/v1/models` answers `models` (as vLLM does while the
+    /// engine still loads: /health up first).
+    async fn server(models: u16) -> u16 {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let mut buf = vec![0u8; 4096];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let req = String::from_utf8_lossy(&buf[..n]);
+                let code = if req.starts_with("GET /v1/models") {
+                    models
+                } else {
+                    200
+                };
+                let resp = format!(
+                    "HTTP/1.1 {code} X\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}"
+                );
+                let _ = s.write_all(resp.as_bytes()).await;
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn ready_needs_both_endpoints() {
+        let loading = server(503).await;
+        assert_eq!(get_status(loading, "/health").await, Some(200));
+        assert_eq!(get_status(loading, "/v1/models").await, Some(503));
+        assert!(!ready(loading).await);
+        assert!(ready(server(200).await).await);
+        // Nothing listening: not ready, promptly.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        assert_eq!(get_status(port, "/health").await, None);
+    }
 }
