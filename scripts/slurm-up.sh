@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A single-host Slurm for the Slurm runtime's tests (tests/slurm.rs): Debian's munge and
-# slurm-wlm, this host as controller and node, 8 GPUs declared as a gres count backed by
-# empty device files (no GPU needed: jobs get CUDA_VISIBLE_DEVICES, nothing else).
+# A Slurm on this machine for the Slurm runtime's tests (tests/slurm.rs): Debian's munge
+# and slurm-wlm, this host as controller and node `HOST`, and a second node `n2` whose slurmd
+# lives in its own network namespace (ns-slurm-n2, 10.232.0.2 over a veth pair), each with
+# 8 GPUs declared as a gres count backed by empty device files (no GPU needed).
 #
 # Idempotent: installs what is missing, rewrites the config only when it changed, starts
 # munged, slurmctld and slurmd when they are not running, and waits for the node to be
@@ -12,7 +13,7 @@
 set -euo pipefail
 
 if [ "${1:-}" = "--check" ]; then
-  command -v sbatch >/dev/null && sinfo -h -o '%T' 2>/dev/null | grep -Eq 'idle|mixed|alloc' && exit 0
+  command -v sbatch >/dev/null && [ "$(sinfo -h -N -o '%T' 2>/dev/null | grep -Ec 'idle|mixed|alloc')" -ge 2 ] && exit 0
   exit 1
 fi
 if [ "$(id -u)" != 0 ]; then
@@ -33,15 +34,29 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 HOST=$(hostname -s)
+NS=ns-slurm-n2
+# The second node's network: its own namespace, reached over a veth pair.
+if ! ip netns list 2>/dev/null | grep -qw "$NS"; then
+  ip netns add "$NS"
+fi
+if ! ip link show veth-sl0 >/dev/null 2>&1; then
+  ip link add veth-sl0 type veth peer name veth-sl1
+  ip link set veth-sl1 netns "$NS"
+  ip addr add 10.232.0.1/24 dev veth-sl0
+  ip netns exec "$NS" ip addr add 10.232.0.2/24 dev veth-sl1
+fi
+ip link set veth-sl0 up
+ip netns exec "$NS" ip link set lo up
+ip netns exec "$NS" ip link set veth-sl1 up
 CONF=/etc/slurm
 DEV=$CONF/fake-gpus
 STATE=/var/lib/nightshift-slurm
-mkdir -p "$CONF" "$DEV" "$STATE/ctld" "$STATE/d" /var/log/slurm /run/munge /var/lib/munge /var/log/munge
+mkdir -p "$CONF" "$DEV" "$STATE/ctld" "$STATE/d/$HOST" "$STATE/d/n2" /var/log/slurm /run/munge /var/lib/munge /var/log/munge
 for i in 0 1 2 3 4 5 6 7; do : > "$DEV/nvidia$i"; done
 
 CONF_TEXT="# Written by nightshift's scripts/slurm-up.sh (single-host test cluster).
 ClusterName=nightshift
-SlurmctldHost=$HOST
+SlurmctldHost=$HOST(10.232.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -55,11 +70,11 @@ MpiDefault=none
 ReturnToService=2
 SchedulerType=sched/backfill
 StateSaveLocation=$STATE/ctld
-SlurmdSpoolDir=$STATE/d
+SlurmdSpoolDir=$STATE/d/%n
 SlurmctldPidFile=/run/slurmctld.pid
-SlurmdPidFile=/run/slurmd.pid
+SlurmdPidFile=/run/slurmd-%n.pid
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
-SlurmdLogFile=/var/log/slurm/slurmd.log
+SlurmdLogFile=/var/log/slurm/slurmd-%n.log
 SlurmctldPort=6817
 SlurmdPort=6818
 JobCompType=jobcomp/none
@@ -70,8 +85,9 @@ MinJobAge=300
 SchedulerParameters=sched_interval=2
 KillWait=5
 InactiveLimit=0
-NodeName=$HOST CPUs=$(nproc) RealMemory=1000 Gres=gpu:8 State=UNKNOWN
-PartitionName=gpu Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+NodeName=$HOST NodeAddr=10.232.0.1 CPUs=$(nproc) RealMemory=1000 Gres=gpu:8 State=UNKNOWN
+NodeName=n2 NodeAddr=10.232.0.2 NodeHostname=$HOST CPUs=$(nproc) RealMemory=1000 Gres=gpu:8 State=UNKNOWN
+PartitionName=gpu Nodes=$HOST,n2 Default=YES MaxTime=INFINITE State=UP
 "
 GRES_TEXT="AutoDetect=off
 Name=gpu File=$DEV/nvidia[0-7]
@@ -97,21 +113,28 @@ if ! munge -n >/dev/null 2>&1; then
 fi
 if [ -n "$changed" ]; then
   # A new config: restart whatever runs with the old one.
-  for p in /run/slurmd.pid /run/slurmctld.pid; do
-    if running $p; then kill "$(cat $p)"; fi
+  for p in /run/slurmd.pid /run/slurmd-*.pid /run/slurmctld.pid; do
+    if running "$p"; then kill "$(cat "$p")"; fi
   done
   sleep 1
 fi
 running /run/slurmctld.pid || slurmctld
-running /run/slurmd.pid || slurmd
+running "/run/slurmd-$HOST.pid" || slurmd -N "$HOST"
+# nsenter, not `ip netns exec`: that remounts /sys, and slurmd needs the cgroup fs.
+running /run/slurmd-n2.pid || nsenter --net="/run/netns/$NS" slurmd -N n2
 
+up() { case "$1" in idle*|mixed*|alloc*|comp*) return 0 ;; *) return 1 ;; esac; }
 for _ in $(seq 1 60); do
-  st=$(sinfo -h -n "$HOST" -o '%T' 2>/dev/null || true)
-  case "$st" in
-    idle*|mixed*|alloc*) echo "slurm up: node $HOST $st, gres gpu:8, partition gpu"; exit 0 ;;
-    down*|drain*|inval*) scontrol update nodename="$HOST" state=resume >/dev/null 2>&1 || true ;;
-  esac
+  ok=1
+  for n in "$HOST" n2; do
+    st=$(sinfo -h -N -n "$n" -o '%T' 2>/dev/null | head -n 1 || true)
+    case "$st" in
+      down*|drain*|inval*) scontrol update nodename="$n" state=resume >/dev/null 2>&1 || true ;;
+    esac
+    up "$st" || ok=
+  done
+  if [ -n "$ok" ]; then echo "slurm up: nodes $HOST and n2 (netns $NS), gres gpu:8 each, partition gpu"; exit 0; fi
   sleep 1
 done
-echo "error: the Slurm node did not become idle (state: ${st:-none}); see /var/log/slurm/" >&2
+echo "error: the Slurm nodes did not become idle ($(sinfo -h -N -o '%N %T' | tr '\n' ' ')); see /var/log/slurm/" >&2
 exit 1

@@ -193,9 +193,12 @@ async fn slurm_sweep_matches_docker() {
     let shared = tmp.path().join("shared");
     let rt = Arc::new(SlurmRuntime::new(slurm_config(&shared, &plan)));
     let t = Instant::now();
-    let state = run_sweep(plan.clone(), rt, 2).await;
+    // Three at a time: more than one node holds (2 CPUs each), so a two-node cluster
+    // (scripts/slurm-up.sh) runs them on both.
+    let state = run_sweep(plan.clone(), rt, 3).await;
     let on_slurm = outcomes(&plan, &state);
     // What the GPU panel shows: each run's job, its node and allocation.
+    let mut nodes = BTreeSet::new();
     for r in &state.runs {
         assert!(
             r.provenance.contains_key("slurm_job_id"),
@@ -206,10 +209,24 @@ async fn slurm_sweep_matches_docker() {
             r.provenance.get("slurm_gres").map(String::as_str),
             Some("gres:gpu:1")
         );
-        assert!(r
-            .provenance
-            .get("slurm_node")
-            .is_some_and(|n| !n.is_empty()));
+        let node = r.provenance.get("slurm_node").cloned().unwrap_or_default();
+        assert!(!node.is_empty());
+        nodes.insert(node);
+    }
+    let cluster = Command::new("sinfo")
+        .args(["-h", "-N", "-o", "%N"])
+        .output()
+        .unwrap();
+    let cluster: BTreeSet<String> = String::from_utf8_lossy(&cluster.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    eprintln!("nodes used: {nodes:?} of {cluster:?}");
+    if cluster.len() >= 2 {
+        assert!(
+            nodes.len() >= 2,
+            "one node of {cluster:?} did all the work: {nodes:?}"
+        );
     }
     eprintln!("slurm sweep: {:.1} s", t.elapsed().as_secs_f64());
 
@@ -220,7 +237,7 @@ async fn slurm_sweep_matches_docker() {
     dcfg.secrets = Secrets::with_token(Some(common::TOKEN.into()));
     let drt = Arc::new(DockerRuntime::new(dcfg).unwrap());
     let t = Instant::now();
-    let on_docker = outcomes(&plan, &run_sweep(plan.clone(), drt, 2).await);
+    let on_docker = outcomes(&plan, &run_sweep(plan.clone(), drt, 3).await);
     eprintln!("docker sweep: {:.1} s", t.elapsed().as_secs_f64());
     for (k, v) in &on_slurm {
         eprintln!("{k}: slurm {} {:?}", v.0, v.1.len());

@@ -101,8 +101,9 @@ pub fn batch_script(job: &RunJob, dir: &std::path::Path, l: Launcher, c: &Contai
         r#"#!/bin/bash
 # nightshift: run {key} attempt {attempt} of sweep {sweep} ({launcher} launcher)
 J={dir}
-echo "node $(hostname) gpus=${{CUDA_VISIBLE_DEVICES:-${{SLURM_JOB_GPUS:-none}}}} job=$SLURM_JOB_ID" >> "$J/status"
-echo "nightshift: slurm job $SLURM_JOB_ID on $(hostname), GPUs ${{CUDA_VISIBLE_DEVICES:-${{SLURM_JOB_GPUS:-none}}}}, launcher {launcher}"
+N=${{SLURMD_NODENAME:-$(hostname)}}
+echo "node $N gpus=${{CUDA_VISIBLE_DEVICES:-${{SLURM_JOB_GPUS:-none}}}} job=$SLURM_JOB_ID" >> "$J/status"
+echo "nightshift: slurm job $SLURM_JOB_ID on $N, GPUs ${{CUDA_VISIBLE_DEVICES:-${{SLURM_JOB_GPUS:-none}}}}, launcher {launcher}"
 {body}echo "launcher_exit $rc" >> "$J/status"
 exit $rc
 "#,
