@@ -13,7 +13,10 @@
 set -euo pipefail
 
 if [ "${1:-}" = "--check" ]; then
-  command -v sbatch >/dev/null && [ "$(sinfo -h -N -o '%T' 2>/dev/null | grep -Ec 'idle|mixed|alloc')" -ge 2 ] && exit 0
+  # Every node the config names is up.
+  command -v sbatch >/dev/null || exit 1
+  states=$(sinfo -h -N -o '%T' 2>/dev/null) || exit 1
+  [ -n "$states" ] && ! echo "$states" | grep -Evq 'idle|mixed|alloc|comp' && exit 0
   exit 1
 fi
 if [ "$(id -u)" != 0 ]; then
@@ -35,19 +38,29 @@ fi
 
 HOST=$(hostname -s)
 NS=ns-slurm-n2
-# The second node's network: its own namespace, reached over a veth pair.
-if ! ip netns list 2>/dev/null | grep -qw "$NS"; then
-  ip netns add "$NS"
+# The second node's network: its own namespace, reached over a veth pair. Where namespaces
+# cannot be made (a container without CAP_NET_ADMIN), the cluster is this host alone.
+netns() {
+  ip netns list 2>/dev/null | grep -qw "$NS" || ip netns add "$NS" || return 1
+  if ! ip link show veth-sl0 >/dev/null 2>&1; then
+    ip link add veth-sl0 type veth peer name veth-sl1 &&
+      ip link set veth-sl1 netns "$NS" &&
+      ip addr add 10.232.0.1/24 dev veth-sl0 &&
+      ip netns exec "$NS" ip addr add 10.232.0.2/24 dev veth-sl1 || return 1
+  fi
+  ip link set veth-sl0 up && ip netns exec "$NS" ip link set lo up &&
+    ip netns exec "$NS" ip link set veth-sl1 up
+}
+if netns 2>/dev/null; then
+  NODES="$HOST n2"
+  CTLD="$HOST(10.232.0.1)"
+  ADDR=" NodeAddr=10.232.0.1"
+else
+  echo "warning: no network namespace for a second node: a one-node cluster" >&2
+  NODES="$HOST"
+  CTLD="$HOST"
+  ADDR=
 fi
-if ! ip link show veth-sl0 >/dev/null 2>&1; then
-  ip link add veth-sl0 type veth peer name veth-sl1
-  ip link set veth-sl1 netns "$NS"
-  ip addr add 10.232.0.1/24 dev veth-sl0
-  ip netns exec "$NS" ip addr add 10.232.0.2/24 dev veth-sl1
-fi
-ip link set veth-sl0 up
-ip netns exec "$NS" ip link set lo up
-ip netns exec "$NS" ip link set veth-sl1 up
 CONF=/etc/slurm
 DEV=$CONF/fake-gpus
 STATE=/var/lib/nightshift-slurm
@@ -56,7 +69,7 @@ for i in 0 1 2 3 4 5 6 7; do : > "$DEV/nvidia$i"; done
 
 CONF_TEXT="# Written by nightshift's scripts/slurm-up.sh (single-host test cluster).
 ClusterName=nightshift
-SlurmctldHost=$HOST(10.232.0.1)
+SlurmctldHost=$CTLD
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -85,9 +98,9 @@ MinJobAge=300
 SchedulerParameters=sched_interval=2
 KillWait=5
 InactiveLimit=0
-NodeName=$HOST NodeAddr=10.232.0.1 CPUs=$(nproc) RealMemory=1000 Gres=gpu:8 State=UNKNOWN
-NodeName=n2 NodeAddr=10.232.0.2 NodeHostname=$HOST CPUs=$(nproc) RealMemory=1000 Gres=gpu:8 State=UNKNOWN
-PartitionName=gpu Nodes=$HOST,n2 Default=YES MaxTime=INFINITE State=UP
+NodeName=$HOST$ADDR CPUs=$(nproc) RealMemory=1000 Gres=gpu:8 State=UNKNOWN
+$( [ "$NODES" = "$HOST" ] || echo "NodeName=n2 NodeAddr=10.232.0.2 NodeHostname=$HOST CPUs=$(nproc) RealMemory=1000 Gres=gpu:8 State=UNKNOWN")
+PartitionName=gpu Nodes=${NODES// /,} Default=YES MaxTime=INFINITE State=UP
 "
 GRES_TEXT="AutoDetect=off
 Name=gpu File=$DEV/nvidia[0-7]
@@ -121,19 +134,21 @@ fi
 running /run/slurmctld.pid || slurmctld
 running "/run/slurmd-$HOST.pid" || slurmd -N "$HOST"
 # nsenter, not `ip netns exec`: that remounts /sys, and slurmd needs the cgroup fs.
-running /run/slurmd-n2.pid || nsenter --net="/run/netns/$NS" slurmd -N n2
+if [ "$NODES" != "$HOST" ]; then
+  running /run/slurmd-n2.pid || nsenter --net="/run/netns/$NS" slurmd -N n2
+fi
 
 up() { case "$1" in idle*|mixed*|alloc*|comp*) return 0 ;; *) return 1 ;; esac; }
 for _ in $(seq 1 60); do
   ok=1
-  for n in "$HOST" n2; do
+  for n in $NODES; do
     st=$(sinfo -h -N -n "$n" -o '%T' 2>/dev/null | head -n 1 || true)
     case "$st" in
       down*|drain*|inval*) scontrol update nodename="$n" state=resume >/dev/null 2>&1 || true ;;
     esac
     up "$st" || ok=
   done
-  if [ -n "$ok" ]; then echo "slurm up: nodes $HOST and n2 (netns $NS), gres gpu:8 each, partition gpu"; exit 0; fi
+  if [ -n "$ok" ]; then echo "slurm up: nodes $NODES, gres gpu:8 each, partition gpu"; exit 0; fi
   sleep 1
 done
 echo "error: the Slurm nodes did not become idle ($(sinfo -h -N -o '%N %T' | tr '\n' ' ')); see /var/log/slurm/" >&2
