@@ -26,6 +26,7 @@ fi
 
 need=()
 command -v munged >/dev/null || need+=(munge)
+command -v slurmrestd >/dev/null || need+=(slurmrestd)
 command -v slurmctld >/dev/null || need+=(slurmctld)
 command -v slurmd >/dev/null || need+=(slurmd)
 command -v sbatch >/dev/null || need+=(slurm-client)
@@ -73,6 +74,9 @@ SlurmctldHost=$CTLD
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+# slurmrestd's callers authenticate with JWTs (scontrol token); daemons keep munge.
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$CONF/jwt_hs256.key
 CredType=cred/munge
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -113,6 +117,10 @@ if [ "$(cat $CONF/gres.conf 2>/dev/null)" != "$(printf '%s' "$GRES_TEXT")" ]; th
   printf '%s' "$GRES_TEXT" > $CONF/gres.conf; changed=1
 fi
 
+if [ ! -s "$CONF/jwt_hs256.key" ]; then
+  dd if=/dev/urandom bs=32 count=1 of="$CONF/jwt_hs256.key" 2>/dev/null
+  chmod 600 "$CONF/jwt_hs256.key"
+fi
 if [ ! -s /etc/munge/munge.key ]; then
   mkdir -p /etc/munge
   dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null
@@ -138,6 +146,14 @@ if [ "$NODES" != "$HOST" ]; then
   running /run/slurmd-n2.pid || nsenter --net="/run/netns/$NS" slurmd -N n2
 fi
 
+# slurmrestd on 127.0.0.1:6820 (JWT auth; it refuses to run as root, so as nobody; only the
+# v0.0.38 API: the accounting ones need slurmdbd).
+RESTD_PID=/run/nightshift-slurmrestd.pid
+if command -v slurmrestd >/dev/null && ! running $RESTD_PID; then
+  SLURM_JWT=daemon nohup slurmrestd -u nobody -g nogroup -a rest_auth/jwt -s openapi/v0.0.38 127.0.0.1:6820 \
+    >/var/log/slurm/slurmrestd.log 2>&1 &
+  echo $! > $RESTD_PID
+fi
 up() { case "$1" in idle*|mixed*|alloc*|comp*) return 0 ;; *) return 1 ;; esac; }
 for _ in $(seq 1 60); do
   ok=1

@@ -283,3 +283,69 @@ fn slurm_bad_settings_exit_2() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// With `--slurm-restd`, the job's state comes from slurmrestd (JWT from `scontrol token`):
+/// the run ends as it does through squeue, with the node and state the panel shows.
+#[tokio::test(flavor = "multi_thread")]
+async fn slurm_state_through_slurmrestd() {
+    require_slurm!();
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    if std::net::TcpStream::connect("127.0.0.1:6820").is_err() {
+        assert!(
+            !ci,
+            "CI=true and no slurmrestd on 127.0.0.1:6820 (scripts/slurm-up.sh starts it)"
+        );
+        eprintln!("SKIP: no slurmrestd on 127.0.0.1:6820");
+        return;
+    }
+    let token = Command::new("scontrol")
+        .args(["token", "lifespan=900"])
+        .output()
+        .unwrap();
+    let token = String::from_utf8_lossy(&token.stdout)
+        .trim()
+        .trim_start_matches("SLURM_JWT=")
+        .to_string();
+    assert!(!token.is_empty(), "scontrol token gave none");
+    // Read by the runtime at each request (never stored, never logged).
+    std::env::set_var("SLURM_JWT", &token);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = SlurmConfig::new(tmp.path().join("shared"));
+    cfg.gpu_requests = false;
+    cfg.restd = Some("http://127.0.0.1:6820".into());
+    cfg.datasets = BTreeMap::from([("sharegpt".to_string(), common::sharegpt_file(tmp.path()))]);
+    let rt = SlurmRuntime::new(cfg);
+    let mut job = common::job("nightshift-standin:latest", SERVING);
+    job.sweep = format!("ns-slurm-restd-{}", std::process::id());
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1 << 16);
+    let sink = RunSink::new(job.run, job.attempt, tx);
+    let collect = tokio::spawn(async move {
+        let mut v = Vec::new();
+        while let Some((_, _, m)) = rx.recv().await {
+            v.push(m);
+        }
+        v
+    });
+    let report = rt.execute(job, sink, CancellationToken::new()).await;
+    let msgs = collect.await.unwrap();
+    assert_eq!(
+        report.end,
+        RunEnd::BenchExited { exit_code: 0 },
+        "{msgs:#?}"
+    );
+    let states: Vec<String> = msgs
+        .iter()
+        .filter_map(|m| match m {
+            nightshift::runtime::RuntimeMsg::Provenance { key, value } if key == "slurm_state" => {
+                Some(value.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(states.iter().any(|s| s == "RUNNING"), "{states:?}");
+    assert!(common::provenance(&msgs, "slurm_node").is_some_and(|n| !n.is_empty()));
+    assert!(
+        !common::logs_text(&msgs).contains(&token),
+        "the token was logged"
+    );
+}

@@ -109,6 +109,11 @@ impl SlurmRuntime {
                     failures += 1;
                     // A controller restart is not the run's failure; a job nobody knows of
                     // for a minute is over.
+                    // Said once (a misconfigured slurmrestd shows at once), then retried.
+                    if failures == 1 {
+                        self.dlog(sink, Pipe::Stderr, format!("slurm: {e} (asking again)"))
+                            .await;
+                    }
                     if failures >= 60 {
                         self.dlog(sink, Pipe::Stderr, format!("slurm: {e}")).await;
                         break;

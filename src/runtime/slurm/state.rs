@@ -210,7 +210,7 @@ impl Client {
             "{}/slurm/v0.0.38/job/{id}",
             url.trim_end_matches('/')
         ));
-        if let Ok(user) = std::env::var("SLURM_USER_NAME").or_else(|_| std::env::var("USER")) {
+        if let Some(user) = user_name() {
             req = req.header("X-SLURM-USER-NAME", user);
         }
         // The token authenticates; it is never logged.
@@ -246,6 +246,26 @@ impl Client {
         }
         let text = self.run("sinfo", &args).await?;
         Ok(sum_gpus(&text))
+    }
+}
+
+/// Who the token is for: `SLURM_USER_NAME`, `USER`, else this process's user.
+fn user_name() -> Option<String> {
+    if let Ok(u) = std::env::var("SLURM_USER_NAME").or_else(|_| std::env::var("USER")) {
+        return Some(u);
+    }
+    // SAFETY: getpwuid returns a pointer into static storage or null; the name is copied
+    // out at once, before any other call could overwrite it.
+    unsafe {
+        let pw = libc::getpwuid(libc::getuid());
+        if pw.is_null() || (*pw).pw_name.is_null() {
+            return None;
+        }
+        Some(
+            std::ffi::CStr::from_ptr((*pw).pw_name)
+                .to_string_lossy()
+                .into_owned(),
+        )
     }
 }
 
