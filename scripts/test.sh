@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need, builds the offline stand-in
-# vLLM image for the Docker tests (reused when present), then runs every test.
+# vLLM image for the Docker tests (reused when present), starts a single-host Slurm for the
+# Slurm tests (scripts/slurm-up.sh), then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +25,20 @@ elif [ "${CI:-}" = true ]; then
   exit 1
 else
   echo "Docker unreachable: the Docker tests will print SKIP"
+fi
+
+# The Slurm tests (tests/slurm.rs): a single-host Slurm (munge, slurmctld, slurmd; 8 GPUs
+# as a gres count) running the stand-in images with the docker launcher.
+# The remote host test (tests/remote_host.rs): a second dockerd on its own socket and bridge,
+# stopped and restarted by the test itself (scripts/docker-host-up.sh).
+if [ "$(id -u)" = 0 ] && docker info >/dev/null 2>&1; then
+  scripts/slurm-up.sh
+  scripts/docker-host-up.sh >/dev/null
+elif [ "${CI:-}" = true ]; then
+  echo "error: CI=true but the Slurm and remote host tests need root (to start munge, Slurm and a second dockerd) and Docker" >&2
+  exit 1
+else
+  echo "not root or no Docker: the Slurm tests will print SKIP unless Slurm already runs here"
 fi
 
 cargo test --all-targets -- --test-threads 2

@@ -25,6 +25,8 @@ pub struct Cli {
 pub enum RuntimeKind {
     Docker,
     Sim,
+    /// One Slurm batch job per run (see `--slurm-*`).
+    Slurm,
 }
 
 /// `run`'s image options: disk budget and eviction, and builds from source.
@@ -131,7 +133,8 @@ pub enum Cmd {
         /// Print one line per state change instead of opening the TUI.
         #[arg(long)]
         headless: bool,
-        /// Where runs execute: docker (real containers) or sim (simulated, no GPU).
+        /// Where runs execute: docker (real containers), slurm (a batch job per run) or
+        /// sim (simulated, no GPU).
         #[arg(long, value_enum, default_value = "docker")]
         runtime: RuntimeKind,
         /// Store directory (default: XDG data dir per sweep name).
@@ -159,6 +162,10 @@ pub enum Cmd {
         images: ImageArgs,
         #[command(flatten)]
         alerts: AlertArgs,
+        #[command(flatten)]
+        slurm: crate::runtime::slurm::SlurmArgs,
+        #[command(flatten)]
+        hosts: crate::runtime::hosts::config::HostsArgs,
     },
     /// The TUI on the store's running sweep (started by `run`; detach with `d`).
     Attach {
@@ -440,6 +447,8 @@ pub fn run(cli: Cli) -> i32 {
             rerun_changed,
             images,
             alerts,
+            slurm,
+            hosts,
         } => {
             let speed: Speed = match speed.parse() {
                 Ok(s) => s,
@@ -465,9 +474,24 @@ pub fn run(cli: Cli) -> i32 {
                 Ok(o) => o,
                 Err(code) => return code,
             };
+            if hosts.hosts.is_some() && runtime != RuntimeKind::Docker {
+                tracing::error!("--hosts names Docker engines: it goes with --runtime docker");
+                return 2;
+            }
             // Docker runs in real time (policy backoffs unscaled); the sim scales them.
             let (rt, gpus, time_scale): (Arc<dyn Runtime>, u32, f64) =
-                if runtime == RuntimeKind::Docker {
+                if let (RuntimeKind::Docker, Some(file)) = (runtime, &hosts.hosts) {
+                    match crate::runtime::hosts::for_cli(
+                        &plan,
+                        file,
+                        &images.docker(),
+                        gpus,
+                        overrides.recipes.clone(),
+                    ) {
+                        Ok((rt, gpus)) => (rt, gpus, 1.0),
+                        Err(code) => return code,
+                    }
+                } else if runtime == RuntimeKind::Docker {
                     match crate::runtime::docker::for_cli(
                         &plan,
                         &images.docker(),
@@ -479,6 +503,16 @@ pub fn run(cli: Cli) -> i32 {
                             gpus.unwrap_or_else(crate::runtime::docker::visible_gpus),
                             1.0,
                         ),
+                        Err(code) => return code,
+                    }
+                } else if runtime == RuntimeKind::Slurm {
+                    match crate::runtime::slurm::for_cli(
+                        &plan,
+                        &slurm,
+                        gpus,
+                        overrides.recipes.clone(),
+                    ) {
+                        Ok((rt, gpus)) => (rt, gpus, 1.0),
                         Err(code) => return code,
                     }
                 } else {
@@ -518,6 +552,10 @@ pub fn run(cli: Cli) -> i32 {
             seed,
             images,
         } => {
+            if runtime == RuntimeKind::Slurm {
+                tracing::error!("calibrate runs on this box: --runtime docker or sim");
+                return 2;
+            }
             if repeats < 2 || commits == 0 {
                 tracing::error!("calibrate needs --repeats 2 or more and --commits 1 or more");
                 return 2;

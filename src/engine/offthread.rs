@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// Events queued ahead of the I/O thread before the engine waits.
-const QUEUE: usize = 8192;
+const QUEUE: usize = 1024;
 
 enum Msg {
     Event(Envelope),

@@ -3,7 +3,9 @@
 //! the engine owns state, parsing, diagnosis and policy.
 
 pub mod docker;
+pub mod hosts;
 pub mod sim;
+pub mod slurm;
 
 use crate::model::{Pipe, RunId, Stage, Stream, Variant};
 use crate::plan::{BenchKind, CommandView, SimSpec};

@@ -3,6 +3,7 @@
 #![allow(dead_code, unused_macros)]
 
 pub mod hub;
+pub mod slurm;
 
 use nightshift::model::{RunId, Variant};
 use nightshift::plan::{BenchKind, CommandView};

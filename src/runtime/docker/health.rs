@@ -31,6 +31,28 @@ pub async fn ready(port: u16) -> bool {
         && get_status(port, "/v1/models").await == Some(200)
 }
 
+/// The same two requests from inside the container `name` (curl, else wget, else the
+/// image's python): for engines on other machines, whose published ports are theirs.
+pub async fn ready_in(docker: &bollard::Docker, name: &str, port: u16) -> bool {
+    let u = format!("http://127.0.0.1:{port}");
+    let script = format!(
+        "if command -v curl >/dev/null 2>&1; then curl -fs -o /dev/null {u}/health && curl -fs -o /dev/null {u}/v1/models; \
+         elif command -v wget >/dev/null 2>&1; then wget -q -O /dev/null {u}/health && wget -q -O /dev/null {u}/v1/models; \
+         else for py in /opt/venv/bin/python3 /usr/local/bin/python3 /usr/bin/python3 python3; do \
+         command -v $py >/dev/null 2>&1 && exec $py -c \"import urllib.request as r; r.urlopen('{u}/health', timeout=2); r.urlopen('{u}/v1/models', timeout=2)\"; done; exit 1; fi"
+    );
+    let probe = super::exec::capture(
+        docker,
+        name,
+        vec!["sh".into(), "-c".into(), script],
+        Vec::new(),
+    );
+    matches!(
+        tokio::time::timeout(Duration::from_secs(10), probe).await,
+        Ok(Ok((0, _)))
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

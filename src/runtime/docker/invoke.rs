@@ -50,7 +50,7 @@ pub struct ImageFacts {
 /// that imports vllm wins; failing that, the first that finds the package without
 /// importing it (an image whose vllm is installed but rotten: the run goes on, so the
 /// import error is seen and diagnosed, and its fix applied, instead of "no interpreter").
-fn probe_script() -> String {
+pub fn probe_script() -> String {
     let cands = INTERPRETERS.join(" ");
     let dirs = IMAGE_BENCHMARKS.join(" ");
     format!(

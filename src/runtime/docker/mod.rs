@@ -125,6 +125,9 @@ pub struct DockerRuntime {
     /// One maker per image tag: a prefetch and a run that both find a baseline missing
     /// must not derive or build it twice (or collide on the prep container's name).
     making: Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Ask the server's readiness from inside its container (an engine on another machine
+    /// publishes the port there, not here); see `runtime::hosts`.
+    probe_in_container: bool,
 }
 
 /// Connect to the local engine and agree on an API version (Debian's 20.10 speaks 1.41;
@@ -227,7 +230,23 @@ impl DockerRuntime {
             caches: invoke::Caches::default(),
             auth: auth::DockerAuth::from_env(),
             making: Mutex::default(),
+            probe_in_container: false,
         })
+    }
+
+    /// A runtime on another engine (a `[[hosts]]` entry): readiness is asked inside the
+    /// container, through that engine.
+    pub fn on_engine(cfg: DockerConfig, docker: Docker) -> Self {
+        DockerRuntime {
+            docker,
+            cfg,
+            ready: tokio::sync::OnceCell::new(),
+            recipes: Arc::new(crate::diagnose::RecipeBook::builtin()),
+            caches: invoke::Caches::default(),
+            auth: auth::DockerAuth::from_env(),
+            making: Mutex::default(),
+            probe_in_container: true,
+        }
     }
 
     /// Hold while making `tag`; whoever waited then finds it made.
@@ -996,7 +1015,13 @@ impl DockerRuntime {
                                 return Some(RunEnd::ServerDied { exit_code: code });
                             }
                             _ = &mut deadline => return Some(RunEnd::Timeout { stage: Stage::LoadingServer }),
-                            ok = health::ready(host_port) => ok,
+                            ok = async {
+                                if self.probe_in_container {
+                                    health::ready_in(&self.docker, &name, port).await
+                                } else {
+                                    health::ready(host_port).await
+                                }
+                            } => ok,
                         };
                         if ready {
                             return None;

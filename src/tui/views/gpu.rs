@@ -11,6 +11,10 @@ use ratatui::widgets::{Paragraph, Sparkline};
 use ratatui::Frame;
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+    // The GPUs are on the cluster's nodes: the panel shows the jobs that hold them.
+    if app.runtime == "slurm" {
+        return super::slurm::draw(f, app, area);
+    }
     let t = &app.theme;
     let title = match &app.gpu_source {
         GpuSource::Simulated => " GPUs · simulated (sim runtime) ".to_string(),

@@ -10,6 +10,7 @@ mod logs;
 mod popups;
 mod queue;
 mod results;
+mod slurm;
 
 use super::app::{App, InputKind, Pane, View};
 use ratatui::layout::{Constraint, Layout, Rect};
