@@ -202,7 +202,7 @@ def images(ns, plan, d, faults, leave_out=()):
 
 
 def summary(ns, store, runs):
-    out = subprocess.run([ns, "results", "--store", store, "--format", "json"], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([ns, "results", "--store", store, "--format", "jsonl"], check=True, capture_output=True, text=True).stdout
     recs = json.loads(out) if out.strip().startswith("[") else [json.loads(l) for l in out.splitlines() if l.strip()]
     last = {}
     for r in recs:
@@ -296,7 +296,7 @@ def main():
     bad = False
     if a.kills:
         orphans = containers_of(plan_name(plan))
-        recs = subprocess.run([ns, "results", "--store", store, "--format", "json"], check=True,
+        recs = subprocess.run([ns, "results", "--store", store, "--format", "jsonl"], check=True,
                               capture_output=True, text=True).stdout.splitlines()
         attempts = collections.Counter((r["key"], r["attempt"]) for r in map(json.loads, filter(str.strip, recs)))
         duplicated = sum(1 for n in attempts.values() if n > 1)
