@@ -42,11 +42,25 @@ pub fn in_background() -> bool {
 /// Run the sweep as the store's daemon in this process until it ends. In the background it
 /// waits for the operator where a run needs one (there may be a client to decide later);
 /// in the foreground (`--headless`) nobody can answer, and such runs end as held.
+/// glibc gives every thread that allocates its own malloc arena, each keeping freed memory:
+/// the daemon's threads (tokio, sled, the I/O threads) held ≈8 MiB more over a 10 GB night
+/// (`bench daemon`: RSS peak 102.8 MiB with glibc's default, 94.7 MiB with two arenas).
+/// Set before the sweep's runtime and threads start (it limits arenas made after it).
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes an allocator setting and takes glibc's own lock; no
+    // memory is touched.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
 pub fn serve(a: RunArgs, background: bool) -> i32 {
     // Its lines go to a log file (or journald): nobody reads them as they happen.
     if background || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         crate::logging::with_timestamps();
     }
+    limit_malloc_arenas();
     let dir = match resolve_dir(a.store.clone(), &a.plan.name) {
         Ok(d) => d,
         Err(c) => return c,
