@@ -28,17 +28,30 @@ const SERVE: &str = "python benchmarks/benchmark_serving.py --model m/x";
 
 type Log = Arc<Mutex<Vec<Envelope>>>;
 
+type Driven = (
+    nightshift::engine::Summary,
+    nightshift::state::SweepState,
+    Vec<Envelope>,
+);
+
 /// Runs the engine; `react` sees every event and may send commands.
 async fn drive(
     plan: Arc<Plan>,
     gpus: u32,
     wait: bool,
     react: impl FnMut(&Envelope, &CommandSender) + Send + 'static,
-) -> (
-    nightshift::engine::Summary,
-    nightshift::state::SweepState,
-    Vec<Envelope>,
-) {
+) -> Driven {
+    drive_with(plan, gpus, wait, None, react).await
+}
+
+/// As [`drive`], with the operator's policy settings.
+async fn drive_with(
+    plan: Arc<Plan>,
+    gpus: u32,
+    wait: bool,
+    policy: Option<nightshift::policy::PolicyConfig>,
+    react: impl FnMut(&Envelope, &CommandSender) + Send + 'static,
+) -> Driven {
     let (engine, cmds) = Engine::new(
         plan,
         Arc::new(SimRuntime::new(Speed::Max)),
@@ -49,6 +62,13 @@ async fn drive(
         },
     );
     let mut engine = engine.with_time_scale(0.0);
+    if let Some(cfg) = policy {
+        engine = engine.with_diagnosis(
+            cfg,
+            Arc::new(nightshift::diagnose::Catalog::builtin()),
+            Arc::new(nightshift::diagnose::RecipeBook::builtin()),
+        );
+    }
     let log: Log = Arc::new(Mutex::new(Vec::new()));
     let l2 = log.clone();
     let tx = cmds.clone();
@@ -437,33 +457,14 @@ async fn the_breaker_pauses_only_the_model_that_fails_alike() {
         (SERVE, small),
         (SERVE, small),
     ]);
-    let (engine, cmds) = Engine::new(
-        p.clone(),
-        Arc::new(SimRuntime::new(Speed::Max)),
-        EngineOptions {
-            gpus: 1,
-            seed: 1,
-            wait_for_operator: true,
-        },
-    );
     let cfg = nightshift::policy::PolicyConfig {
         breaker_threshold: 2,
         ..Default::default()
     };
-    let mut engine = engine.with_time_scale(0.0).with_diagnosis(
-        cfg,
-        Arc::new(nightshift::diagnose::Catalog::builtin()),
-        Arc::new(nightshift::diagnose::RecipeBook::builtin()),
-    );
-    let log: Log = Arc::new(Mutex::new(Vec::new()));
-    let l2 = log.clone();
-    let st = Arc::new(Mutex::new(nightshift::state::SweepState::for_plan(&p)));
-    let st2 = st.clone();
-    let tx = cmds.clone();
+    let mut st = nightshift::state::SweepState::for_plan(&p);
     let mut resumed = false;
-    engine.observe(Box::new(move |env: &Envelope| {
-        l2.lock().unwrap().push(env.clone());
-        let mut s = st2.lock().unwrap();
+    let (_s, st, events) = drive_with(p, 1, true, Some(cfg), move |env, tx| {
+        let s = &mut st;
         let _ = s.apply(env);
         // Once m/small is done and m/big waits: check nothing of m/big started meanwhile,
         // then resume: m/big's runs start again.
@@ -480,16 +481,8 @@ async fn the_breaker_pauses_only_the_model_that_fails_alike() {
             assert_eq!(s.runs[5].state, RunState::Queued);
             let _ = tx.send(Command::Shutdown);
         }
-        Ok(())
-    }));
-    let (_s, st) = tokio::time::timeout(
-        std::time::Duration::from_secs(20),
-        engine.run(CancellationToken::new()),
-    )
-    .await
-    .expect("engine finished")
-    .unwrap();
-    let events = log.lock().unwrap().clone();
+    })
+    .await;
     let paused: Vec<&str> = events
         .iter()
         .filter_map(|e| match &e.event {

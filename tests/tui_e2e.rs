@@ -61,26 +61,22 @@ fn selected_glyph(screen: &str) -> Option<char> {
     it.next()
 }
 
-#[test]
-fn demo_in_tmux() {
+/// A tmux server of this test's own running `shell(dir)` in a 160×48 session `e2e`, or
+/// None when tmux is missing outside CI (under CI=true a missing tmux fails the test).
+fn start(name: &str, shell: impl FnOnce(&str) -> String) -> Option<Tmux> {
     if Command::new("tmux").arg("-V").output().is_err() {
         assert!(
             std::env::var("CI").map_or(true, |v| v != "true"),
             "CI=true and tmux is not installed: the end-to-end TUI test cannot run"
         );
         eprintln!("skipping: tmux is not installed");
-        return;
+        return None;
     }
-    let dir = tempfile::tempdir().unwrap();
     let t = Tmux {
-        socket: format!("nightshift-e2e-{}", std::process::id()),
-        _dir: dir,
+        socket: format!("nightshift-{name}-{}", std::process::id()),
+        _dir: tempfile::tempdir().unwrap(),
     };
-    let bin = env!("CARGO_BIN_EXE_nightshift");
-    let d = t._dir.path().display().to_string();
-    let shell = format!(
-        "cd {d} && XDG_CONFIG_HOME={d} {bin} demo --speed 20 --log-dir {d}/logs; echo EXITED:$?; sleep 120"
-    );
+    let shell = shell(&t._dir.path().display().to_string());
     t.cmd(&[
         "new-session",
         "-d",
@@ -92,6 +88,19 @@ fn demo_in_tmux() {
         "48",
         &shell,
     ]);
+    Some(t)
+}
+
+#[test]
+fn demo_in_tmux() {
+    let bin = env!("CARGO_BIN_EXE_nightshift");
+    let Some(t) = start("e2e", |d| {
+        format!(
+            "cd {d} && XDG_CONFIG_HOME={d} {bin} demo --speed 20 --log-dir {d}/logs; echo EXITED:$?; sleep 120"
+        )
+    }) else {
+        return;
+    };
 
     // The queue is visible.
     let s = t.wait("the queue", |s| {
@@ -163,37 +172,16 @@ fn demo_in_tmux() {
 /// screen quits and the terminal is the shell's again (cooked, echoing, main screen).
 #[test]
 fn an_external_sigint_restores_the_terminal() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "CI=true and tmux is not installed: the end-to-end TUI test cannot run"
-        );
-        eprintln!("skipping: tmux is not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let t = Tmux {
-        socket: format!("nightshift-e2e-int-{}", std::process::id()),
-        _dir: dir,
-    };
     let bin = env!("CARGO_BIN_EXE_nightshift");
-    let d = t._dir.path().display().to_string();
     // The inner shell leaves its pid and becomes nightshift; the outer one reads the
     // terminal's modes once it is gone.
-    let shell = format!(
-        "cd {d} && XDG_CONFIG_HOME={d} sh -c 'echo $$ > {d}/pid; exec {bin} demo --speed 20'; stty -a > {d}/stty; echo EXITED; sleep 120"
-    );
-    t.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "e2e",
-        "-x",
-        "160",
-        "-y",
-        "48",
-        &shell,
-    ]);
+    let Some(t) = start("e2e-int", |d| {
+        format!(
+            "cd {d} && XDG_CONFIG_HOME={d} sh -c 'echo $$ > {d}/pid; exec {bin} demo --speed 20'; stty -a > {d}/stty; echo EXITED; sleep 120"
+        )
+    }) else {
+        return;
+    };
     t.wait("the queue", |s| s.contains("queue · 95 commits"));
     let pid = std::fs::read_to_string(t._dir.path().join("pid")).unwrap();
     let ok = Command::new("kill")
