@@ -41,7 +41,7 @@ else
   echo "not root or no Docker: the Slurm tests will print SKIP unless Slurm already runs here"
 fi
 
-cargo test --all-targets -- --test-threads 2
+cargo test --all-targets --no-fail-fast -- --test-threads 2
 
 # A short cut of the rehearsal (README "The rehearsal"): the seeds' real commands on
 # stand-in images, through the Docker runtime; fails unless every runnable commit of the

@@ -543,9 +543,12 @@ async fn sweep(
     );
     // Backoffs scaled down (10 min → 0.6 s); Docker runs in real time.
     let mut engine = engine.with_time_scale(0.001);
-    if let Some(b) = budget {
-        engine = engine.with_image_budget(b);
-    }
+    // The box's real free disk must not decide a test: without a budget of its own a
+    // test keeps no headroom (CI machines may have less than the 25 GB default free).
+    engine = engine.with_image_budget(budget.unwrap_or(nightshift::images::Budget {
+        min_free: 0,
+        ..Default::default()
+    }));
     let seen = Arc::new(Mutex::new(Seen::default()));
     let stop = CancellationToken::new();
     {
