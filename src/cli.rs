@@ -337,6 +337,10 @@ pub enum Cmd {
         /// whole night for the daemon benchmark.
         #[arg(long, default_value_t = 1024)]
         size_mb: usize,
+        /// store: keep the bench store in DIR; when DIR already holds one, only open and
+        /// `results` are measured again (repeat reads without refilling).
+        #[arg(long)]
+        store: Option<PathBuf>,
     },
 }
 
@@ -716,9 +720,10 @@ pub fn run(cli: Cli) -> i32 {
             what,
             runs,
             size_mb,
+            store,
         } => match what.as_str() {
             "engine" => crate::bench::engine(runs),
-            "store" => crate::daemon::commands::bench(runs),
+            "store" => crate::daemon::commands::bench(runs, store.as_deref()),
             "stats" => {
                 // Comparisons per table row: --runs, capped so the default finishes fast.
                 let m = if runs == 10_000 {

@@ -141,13 +141,14 @@ async fn attach_async(store: &Path) -> i32 {
             return 1;
         }
     };
-    let (meta, plan_text, state) = match serde_json::from_str::<DaemonMsg>(&first) {
+    let (meta, plan_text, state, calibration) = match serde_json::from_str::<DaemonMsg>(&first) {
         Ok(DaemonMsg::Welcome {
             meta,
             plan_text,
             state,
+            calibration,
             ..
-        }) => (meta, plan_text, state),
+        }) => (meta, plan_text, state, calibration),
         Ok(DaemonMsg::Refused { why }) => {
             tracing::error!("{why}");
             return 2;
@@ -183,6 +184,7 @@ async fn attach_async(store: &Path) -> i32 {
             }
         };
     opts.initial_state = Some(state);
+    opts.calibration = calibration;
     let (in_tx, in_rx) = tokio::sync::mpsc::unbounded_channel();
     let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {

@@ -317,7 +317,8 @@ pub fn digest_for(store: &Store, format: &str) -> Result<String, (i32, String)> 
         .map_err(|e| (2, format!("store {}: {e:#}", store.dir().display())))?;
     let docs = store.in_order(&all);
     let name = store.plan().map_or("sweep", |p| p.name.as_str());
-    let mut opts = report::Options::with_threshold(2.0);
+    // Judged as `results` judges by default, with the box's calibration.
+    let mut opts = report::Options::of(report::Judge::default());
     opts.calibration = store.calibration();
     let d = crate::digest::build(name, &docs, &opts, crate::event::now_ms());
     match format {
@@ -371,14 +372,61 @@ fn dir_bytes(p: &Path) -> u64 {
 /// `nightshift bench store --runs N`: a sim sweep of N runs at max speed into a fresh store
 /// under `$TMPDIR`, with the real durability (a flush per state transition); then the bytes
 /// on disk, the open time after close, `results` times (table, json) and bytes again.
-pub fn bench(runs: usize) -> i32 {
-    // Serving runs: the most metrics per run, and the kind every parser build reads.
+pub fn bench(runs: usize, keep: Option<&Path>) -> i32 {
+    if let Some(dir) = keep {
+        if dir.join("db").is_file() {
+            return bench_reads(dir);
+        }
+        // Serving runs: the most metrics per run, and the kind every parser build reads.
+        let plan = Arc::new(crate::bench::synthetic_plan_of(runs, &["serving"]));
+        return bench_in(&plan, dir);
+    }
     let plan = Arc::new(crate::bench::synthetic_plan_of(runs, &["serving"]));
     let tmp = std::env::temp_dir().join(format!("nightshift-bench-store-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let code = bench_in(&plan, &tmp);
     let _ = std::fs::remove_dir_all(&tmp);
     code
+}
+
+/// Open and `results` on a kept bench store, five times each (the median and the range:
+/// the first read may find the files out of the page cache).
+fn bench_reads(dir: &Path) -> i32 {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let (mut open, mut table, mut jsonl) = (Vec::new(), Vec::new(), Vec::new());
+    let mut runs = 0;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let store = match Store::open(dir, false) {
+            Ok(s) => s,
+            Err(e) => return store_error(&e),
+        };
+        open.push(ms(t.elapsed()));
+        runs = store.runs().len();
+        for (format, into) in [("table", &mut table), ("jsonl", &mut jsonl)] {
+            let t = Instant::now();
+            if let Err(e) = results_text(&store, format, &[], report::Judge::default()) {
+                tracing::error!("{e:#}");
+                return 1;
+            }
+            into.push(ms(t.elapsed()));
+        }
+    }
+    let line = |name: &str, v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        println!(
+            "  {name:<18} {:.1} ms (median of {}; {:.1}–{:.1})",
+            v[v.len() / 2],
+            v.len(),
+            v[0],
+            v[v.len() - 1]
+        );
+    };
+    println!("store bench (reads): {runs} runs in {}", dir.display());
+    line("open", &mut open);
+    line("results (table)", &mut table);
+    line("results (jsonl)", &mut jsonl);
+    0
 }
 
 fn bench_in(plan: &Arc<Plan>, tmp: &Path) -> i32 {

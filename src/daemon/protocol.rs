@@ -70,6 +70,10 @@ pub enum DaemonMsg {
         /// The plan as the daemon loaded it (the file may have changed since).
         plan_text: String,
         state: SweepState,
+        /// The store's noise bands (`nightshift calibrate`), so the client judges as
+        /// `results` does. Absent from older daemons: uncalibrated.
+        #[serde(default)]
+        calibration: crate::stats::Calibration,
     },
     Event {
         env: Envelope,
@@ -125,5 +129,46 @@ mod tests {
             serde_json::from_str::<DaemonMsg>(&line(&st)).unwrap(),
             DaemonMsg::Status { .. }
         ));
+    }
+
+    /// The welcome carries the store's calibration; one from a daemon that sends none
+    /// still reads (uncalibrated).
+    #[test]
+    fn the_welcome_carries_the_calibration_and_reads_without_it() {
+        let mut cal = crate::stats::Calibration::default();
+        cal.bands.insert(
+            "ttft_mean_ms@small".into(),
+            crate::stats::band::Band {
+                sigma: 0.02,
+                groups: 3,
+                runs: 9,
+                source: "calibrate".into(),
+            },
+        );
+        let welcome = DaemonMsg::Welcome {
+            version: VERSION,
+            meta: Meta {
+                pid: 1,
+                sweep: "s".into(),
+                plan_path: "p.toml".into(),
+                store: "st".into(),
+                log_dir: "logs".into(),
+                runtime: "sim".into(),
+                gpus: 1,
+            },
+            plan_text: String::new(),
+            state: SweepState::default(),
+            calibration: cal.clone(),
+        };
+        let mut v: serde_json::Value = serde_json::from_str(&line(&welcome)).unwrap();
+        match serde_json::from_value::<DaemonMsg>(v.clone()).unwrap() {
+            DaemonMsg::Welcome { calibration, .. } => assert_eq!(calibration, cal),
+            other => panic!("{other:?}"),
+        }
+        v.as_object_mut().unwrap().remove("calibration");
+        match serde_json::from_value::<DaemonMsg>(v).unwrap() {
+            DaemonMsg::Welcome { calibration, .. } => assert!(calibration.bands.is_empty()),
+            other => panic!("{other:?}"),
+        }
     }
 }

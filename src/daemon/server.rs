@@ -50,6 +50,13 @@ impl Hub {
         })
     }
 
+    /// The store's calibration (a small read; none without a store).
+    fn calibration(&self) -> crate::stats::Calibration {
+        self.store.as_ref().map_or_else(Default::default, |s| {
+            s.lock().unwrap_or_else(|e| e.into_inner()).calibration()
+        })
+    }
+
     /// Answer a query from the live store, off the async workers (it reads sled).
     async fn query(&self, want: Want) -> DaemonMsg {
         let Some(store) = self.store.clone() else {
@@ -296,6 +303,7 @@ async fn attached(
         meta: hub.meta(),
         plan_text: hub.plan_text.clone(),
         state,
+        calibration: hub.calibration(),
     };
     send(w, &welcome).await?;
     w.flush().await?;

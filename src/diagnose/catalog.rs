@@ -123,9 +123,17 @@ impl Ctx<'_> {
 impl Catalog {
     /// The catalog shipped inside the binary.
     pub fn builtin() -> Self {
-        Self::empty()
-            .with_overrides(BUILTIN, "builtin:catalog.toml")
-            .expect("built-in catalog is valid")
+        // Compiled once per process: the signature set takes ~100 ms to build, and a sweep's
+        // start asks for the built-ins several times (overrides, engine, predictions).
+        // Clones share the compiled regexes.
+        static BUILTIN_CATALOG: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+        BUILTIN_CATALOG
+            .get_or_init(|| {
+                Self::empty()
+                    .with_overrides(BUILTIN, "builtin:catalog.toml")
+                    .expect("built-in catalog is valid")
+            })
+            .clone()
     }
 
     fn empty() -> Self {

@@ -1,15 +1,16 @@
 //! The simulated runtime: plays runs with vLLM's real log and result formats for the era
 //! the commit's version implies, reproduces the seed reports' failures per commit, and is
-//! deterministic for a seed. It stands in for Docker + a GPU + vLLM; it does not cover
-//! real timing noise, real container lifecycles or real parsing edge cases in the wild.
+//! deterministic for a seed. It stands in for Docker + a GPU + vLLM; its run-to-run noise
+//! (and the odd failed request) is a model ([`crate::stats::noise`]); it does not cover real
+//! container lifecycles or real parsing edge cases in the wild.
 
-pub mod noise;
 mod text;
 
 use super::{RunEnd, RunJob, RunReport, RunSink, Runtime};
 use crate::category::Category;
 use crate::model::{Pipe, Stage, Stream};
 use crate::plan::BenchKind;
+use crate::stats::noise;
 use async_trait::async_trait;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

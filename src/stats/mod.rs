@@ -19,6 +19,7 @@
 
 pub mod band;
 pub mod median;
+pub mod noise;
 pub mod power;
 pub mod rank;
 

@@ -1,12 +1,12 @@
 //! `nightshift bench stats`: how often the verdicts of [`super::compare`] are wrong on a
 //! simulated box. A/A comparisons (nothing changed) give the false-positive rate; true
 //! effects of 3, 5 and 10% give the power, for 1, 3 and 5 repeats a side. The runs come
-//! from the sim runtime's own noise model ([`crate::runtime::sim::noise`]) and the
+//! from the sim runtime's own noise model ([`crate::stats::noise`]) and the
 //! verdicts from the same code `results` uses, with the band calibrated the way
 //! `nightshift calibrate` does it: repeated identical runs of one variant.
 
 use super::{band, compare, Band, Config, Method, Verdict};
-use crate::runtime::sim::noise::{self, BoxNoise};
+use crate::stats::noise::{self, BoxNoise};
 use std::fmt::Write;
 
 /// The metric the verdicts are on: the serving headline.

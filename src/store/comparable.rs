@@ -4,6 +4,7 @@
 
 use super::record::{AttemptDoc, RunDoc};
 use serde::Serialize;
+use std::collections::HashMap;
 
 /// What a comparison depends on, as one attempt ran.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -76,17 +77,66 @@ fn joined(flags: &[(String, String)], without: &[&str]) -> String {
 
 /// The facts of one attempt of `doc`.
 pub fn facts(doc: &RunDoc, a: Option<&AttemptDoc>) -> Facts {
+    facts_in(&mut CommandFacts::default(), doc, a)
+}
+
+/// What a command's text says, by that text: a night runs few distinct commands, and
+/// parsing every cell's argv again was a tenth of `results` at 10,000 runs.
+#[derive(Debug, Default)]
+pub struct CommandFacts {
+    by_argv: HashMap<String, Parsed>,
+    by_command: HashMap<String, Parsed>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Parsed {
+    command: Option<String>,
+    dataset: Option<String>,
+    num_prompts: Option<String>,
+}
+
+impl Parsed {
+    fn of(argv: Option<Vec<String>>) -> Parsed {
+        let flags = argv.as_deref().map(bench_flags).unwrap_or_default();
+        Parsed {
+            command: argv.map(|_| joined(&flags, &[DATASET, PROMPTS].concat())),
+            dataset: value_of(&flags, DATASET),
+            num_prompts: value_of(&flags, PROMPTS),
+        }
+    }
+}
+
+impl CommandFacts {
+    /// The argv as executed when the runtime recorded it (Docker), else the planned command.
+    fn parsed(&mut self, argv_json: Option<&str>, command: Option<&str>) -> Parsed {
+        if let Some(j) = argv_json {
+            if let Some(p) = self.by_argv.get(j) {
+                return p.clone();
+            }
+            if let Ok(argv) = serde_json::from_str::<Vec<String>>(j) {
+                let p = Parsed::of(Some(argv));
+                self.by_argv.insert(j.to_string(), p.clone());
+                return p;
+            }
+        }
+        let c = command.unwrap_or("");
+        if let Some(p) = self.by_command.get(c) {
+            return p.clone();
+        }
+        let p = Parsed::of(command.and_then(|c| shell_words::split(c).ok()));
+        self.by_command.insert(c.to_string(), p.clone());
+        p
+    }
+}
+
+/// [`facts`] with parsed commands remembered in `cache`.
+pub fn facts_in(cache: &mut CommandFacts, doc: &RunDoc, a: Option<&AttemptDoc>) -> Facts {
     let info = a.and_then(|a| a.info.as_ref()).unwrap_or(&doc.info);
-    // The argv as executed when the runtime recorded it (Docker), else the planned command.
-    let argv: Option<Vec<String>> = a
-        .and_then(|a| a.provenance.get("bench_argv"))
-        .and_then(|j| serde_json::from_str(j).ok())
-        .or_else(|| {
-            info.command
-                .as_deref()
-                .and_then(|c| shell_words::split(c).ok())
-        });
-    let flags = argv.as_deref().map(bench_flags).unwrap_or_default();
+    let parsed = cache.parsed(
+        a.and_then(|a| a.provenance.get("bench_argv"))
+            .map(String::as_str),
+        info.command.as_deref(),
+    );
     let prov =
         |keys: &[&str]| a.and_then(|a| keys.iter().find_map(|k| a.provenance.get(*k).cloned()));
     let gpu_count = a
@@ -94,10 +144,10 @@ pub fn facts(doc: &RunDoc, a: Option<&AttemptDoc>) -> Facts {
         .filter(|n| *n > 0)
         .unwrap_or(info.gpus);
     Facts {
-        command: argv.map(|_| joined(&flags, &[DATASET, PROMPTS].concat())),
+        command: parsed.command,
         model: info.model.clone(),
-        dataset: value_of(&flags, DATASET),
-        num_prompts: value_of(&flags, PROMPTS),
+        dataset: parsed.dataset,
+        num_prompts: parsed.num_prompts,
         gpu_type: info.gpu_type().to_string(),
         gpu_count,
         driver: prov(&["driver", "driver_version"]),

@@ -279,28 +279,49 @@ impl RunDoc {
     pub fn of_record(info: RunInfo, rec: &RunRecord) -> RunDoc {
         let mut d = RunDoc::new(info.clone());
         d.record = rec.clone();
+        d.push_attempt_of(rec.clone(), Some(info));
+        d
+    }
+
+    /// [`RunDoc::of_record`] for a record the caller gives up (`results` on 10,000 runs):
+    /// its parts move into the one attempt, which runs as the doc's `info`; the doc's own
+    /// record keeps only what readers of such a doc use (state, attempt, times).
+    pub fn of_owned_record(info: RunInfo, rec: RunRecord) -> RunDoc {
+        let mut d = RunDoc::new(info);
+        d.record = RunRecord {
+            state: rec.state.clone(),
+            attempt: rec.attempt,
+            started_ms: rec.started_ms,
+            finished_ms: rec.finished_ms,
+            interrupted: rec.interrupted,
+            ..Default::default()
+        };
+        d.push_attempt_of(rec, None);
+        d
+    }
+
+    fn push_attempt_of(&mut self, rec: RunRecord, info: Option<RunInfo>) {
         if rec.attempt > 0 {
             let end = match &rec.state {
                 RunState::Active { .. } => None,
                 s => Some(s.clone()),
             };
-            d.attempts.push(AttemptDoc {
+            self.attempts.push(AttemptDoc {
                 attempt: rec.attempt,
                 started_ms: rec.started_ms,
                 finished_ms: rec.finished_ms,
-                stages: rec.stages.clone(),
+                stages: rec.stages,
                 end,
-                gpus: rec.gpus.clone(),
-                metrics: rec.metrics.clone(),
-                findings: rec.finding.iter().cloned().collect(),
-                fixes: rec.fixes.clone(),
-                provenance: rec.provenance.clone(),
-                vllm_version: rec.vllm_version.clone(),
-                info: Some(info),
+                gpus: rec.gpus,
+                metrics: rec.metrics,
+                findings: rec.finding.into_iter().collect(),
+                fixes: rec.fixes,
+                provenance: rec.provenance,
+                vllm_version: rec.vllm_version,
+                info,
                 ..Default::default()
             });
         }
-        d
     }
 
     /// The attempt that stands for this run in a comparison: the last successful one, else

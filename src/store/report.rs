@@ -239,7 +239,7 @@ fn counted(doc: &RunDoc) -> Option<&AttemptDoc> {
     (a.status() == "success" && !doc.info.warmup).then_some(a)
 }
 
-fn cell(docs: &[&RunDoc], level: f64) -> Option<Cell> {
+fn cell(docs: &[&RunDoc], level: f64, cache: &mut comparable::CommandFacts) -> Option<Cell> {
     let first = docs.first()?;
     let rep = first.representative();
     let info = rep.and_then(|a| a.info.as_ref()).unwrap_or(&first.info);
@@ -269,8 +269,8 @@ fn cell(docs: &[&RunDoc], level: f64) -> Option<Cell> {
         })
         .collect();
     let facts = match fact_src {
-        Some((d, a)) => comparable::facts(d, Some(a)),
-        None => comparable::facts(first, rep),
+        Some((d, a)) => comparable::facts_in(cache, d, Some(a)),
+        None => comparable::facts_in(cache, first, rep),
     };
     let first_failure = docs
         .iter()
@@ -483,87 +483,119 @@ pub fn build(docs: &[&RunDoc], opts: &Options) -> Report {
         ..Default::default()
     };
     let level = 1.0 - opts.stats.alpha;
-    let mut rows = Vec::new();
-    for (commit, title, groups) in commits {
-        for d in groups.iter().flatten() {
-            summary.runs += 1;
-            if let Some(a) = d.representative() {
-                if a.status() == "success" {
-                    summary.successful_runs += 1;
-                }
-                if let Some(cat) = a.category() {
-                    *summary
-                        .failures_by_category
-                        .entry(cat.as_str().to_string())
-                        .or_default() += 1;
-                }
+    for d in commits.iter().flat_map(|(_, _, g)| g.iter().flatten()) {
+        summary.runs += 1;
+        if let Some(a) = d.representative() {
+            if a.status() == "success" {
+                summary.successful_runs += 1;
+            }
+            if let Some(cat) = a.category() {
+                *summary
+                    .failures_by_category
+                    .entry(cat.as_str().to_string())
+                    .or_default() += 1;
             }
         }
-        let cells: Vec<Cell> = groups.iter().filter_map(|g| cell(g, level)).collect();
-        let base = cells.iter().find(|c| c.variant == "baseline");
-        let human = cells.iter().find(|c| c.variant == "human");
-        let mut comparisons = Vec::new();
-        if let (Some(h), Some(b)) = (human, base) {
-            let c = compare("human vs baseline".into(), None, h, b, opts, &bands);
-            if let Some(v) = c.verdict {
-                summary.human_vs_baseline.add(v);
-            }
-            comparisons.push(c);
-        }
-        let mut agent_ok = false;
-        for a in cells.iter().filter(|c| c.variant.starts_with("agent:")) {
-            let id = a.variant.trim_start_matches("agent:").to_string();
-            for (other, map) in [(base, "baseline"), (human, "human")] {
-                let Some(o) = other else { continue };
-                let label = format!("{} vs {map}", a.variant);
-                let c = compare(label, Some(id.clone()), a, o, opts, &bands);
-                if let Some(v) = c.verdict {
-                    let m = if map == "baseline" {
-                        &mut summary.agent_vs_baseline
-                    } else {
-                        &mut summary.agent_vs_human
-                    };
-                    m.entry(id.clone()).or_default().add(v);
-                    agent_ok = true;
-                }
-                comparisons.push(c);
-            }
-        }
-        for c in &comparisons {
-            if c.flag.is_some() {
-                summary.flagged += 1;
-            }
-            if let Some(m) = c.method {
-                *summary.by_method.entry(m.as_str().to_string()).or_default() += 1;
-                if m == Method::Uncalibrated {
-                    summary.uncalibrated += 1;
-                }
-            }
-            if let (Some(p), Some(cell)) = (&c.primary, cells.first()) {
-                let k = Calibration::key(p, band::size_class(cell.model.as_deref()));
-                if let Some(b) = bands
-                    .bands
-                    .get(&k)
-                    .filter(|_| c.method == Some(Method::NoiseBand))
-                {
-                    summary.bands.insert(k, b.clone());
-                }
-            }
-        }
-        let hb_ok = comparisons
-            .first()
-            .is_some_and(|c| c.agent.is_none() && c.verdict.is_some());
-        if hb_ok && agent_ok {
-            summary.usable_3way += 1;
-        }
-        rows.push(CommitRow {
-            commit,
-            title,
-            cells,
-            comparisons,
-        });
+    }
+    // Commits are independent once the bands are known: built on every core (10,000 runs),
+    // then tallied in plan order.
+    let rows: Vec<CommitRow> = {
+        use rayon::prelude::*;
+        commits
+            .into_par_iter()
+            .map_init(
+                comparable::CommandFacts::default,
+                |cache, (commit, title, groups)| {
+                    commit_row(commit, title, &groups, level, opts, &bands, cache)
+                },
+            )
+            .collect()
+    };
+    for row in &rows {
+        tally(&mut summary, row, &bands);
     }
     Report { rows, summary }
+}
+
+/// One commit's cells and comparisons.
+fn commit_row(
+    commit: String,
+    title: String,
+    groups: &[Vec<&RunDoc>],
+    level: f64,
+    opts: &Options,
+    bands: &Calibration,
+    cache: &mut comparable::CommandFacts,
+) -> CommitRow {
+    let cells: Vec<Cell> = groups
+        .iter()
+        .filter_map(|g| cell(g, level, cache))
+        .collect();
+    let base = cells.iter().find(|c| c.variant == "baseline");
+    let human = cells.iter().find(|c| c.variant == "human");
+    let mut comparisons = Vec::new();
+    if let (Some(h), Some(b)) = (human, base) {
+        comparisons.push(compare("human vs baseline".into(), None, h, b, opts, bands));
+    }
+    for a in cells.iter().filter(|c| c.variant.starts_with("agent:")) {
+        let id = a.variant.trim_start_matches("agent:").to_string();
+        for (other, against) in [(base, "baseline"), (human, "human")] {
+            let Some(o) = other else { continue };
+            let label = format!("{} vs {against}", a.variant);
+            comparisons.push(compare(label, Some(id.clone()), a, o, opts, bands));
+        }
+    }
+    CommitRow {
+        commit,
+        title,
+        cells,
+        comparisons,
+    }
+}
+
+/// Count one commit's verdicts, flags and methods into the summary.
+fn tally(summary: &mut Summary, row: &CommitRow, bands: &Calibration) {
+    let mut agent_ok = false;
+    for c in &row.comparisons {
+        if let Some(v) = c.verdict {
+            match (&c.agent, c.against.as_str()) {
+                (None, _) => summary.human_vs_baseline.add(v),
+                (Some(id), "baseline") => summary
+                    .agent_vs_baseline
+                    .entry(id.clone())
+                    .or_default()
+                    .add(v),
+                (Some(id), _) => summary.agent_vs_human.entry(id.clone()).or_default().add(v),
+            }
+            agent_ok |= c.agent.is_some();
+        }
+        if c.flag.is_some() {
+            summary.flagged += 1;
+        }
+        if let Some(m) = c.method {
+            *summary.by_method.entry(m.as_str().to_string()).or_default() += 1;
+            if m == Method::Uncalibrated {
+                summary.uncalibrated += 1;
+            }
+        }
+        if let (Some(p), Some(cell)) = (&c.primary, row.cells.first()) {
+            let k = Calibration::key(p, band::size_class(cell.model.as_deref()));
+            if let Some(b) = bands
+                .bands
+                .get(&k)
+                .filter(|_| c.method == Some(Method::NoiseBand))
+            {
+                summary.bands.insert(k, b.clone());
+            }
+        }
+    }
+    let hb_ok = row
+        .comparisons
+        .first()
+        .is_some_and(|c| c.agent.is_none() && c.verdict.is_some());
+    if hb_ok && agent_ok {
+        summary.usable_3way += 1;
+    }
 }
 
 /// Sort key helper so callers can keep variants in a stable order.

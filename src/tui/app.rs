@@ -269,12 +269,23 @@ pub struct App {
     pub input: Option<Input>,
     pub toast: Option<String>,
     pub theme: Theme,
+    /// The box's noise bands from `nightshift calibrate`, as the daemon's store holds them:
+    /// the results view judges as `results` does.
+    pub calibration: crate::stats::Calibration,
     pub keymap: KeyMap,
     pub hits: Hits,
     pub log_dir: Option<std::path::PathBuf>,
 }
 
 impl App {
+    /// How the results view and its exports judge: `results`' defaults and the box's
+    /// calibration (one definition with the CLI's report).
+    pub fn report_options(&self) -> crate::store::report::Options {
+        let mut o = crate::store::report::Options::of(crate::store::report::Judge::default());
+        o.calibration = self.calibration.clone();
+        o
+    }
+
     pub fn new(plan: Arc<Plan>, gpus: u32, theme: Theme, keymap: KeyMap) -> App {
         let mut variants: Vec<Variant> = Vec::new();
         for r in &plan.runs {
@@ -339,6 +350,7 @@ impl App {
             input: None,
             toast: None,
             theme,
+            calibration: Default::default(),
             keymap,
             hits: Hits::default(),
             log_dir: None,

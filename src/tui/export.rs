@@ -24,7 +24,7 @@ pub fn docs(app: &App) -> Vec<RunDoc> {
 pub fn report(app: &App) -> (Vec<RunDoc>, Report) {
     let docs = docs(app);
     let refs: Vec<&RunDoc> = docs.iter().collect();
-    let r = report::build(&refs, &report::Options::with_threshold(2.0));
+    let r = report::build(&refs, &app.report_options());
     (docs, r)
 }
 

@@ -78,6 +78,8 @@ pub struct TuiOptions {
     pub log_dir: Option<PathBuf>,
     /// The state the engine resumes from (the store), so the first events fold onto it.
     pub initial_state: Option<crate::state::SweepState>,
+    /// The store's calibration (the daemon sends it on attach).
+    pub calibration: crate::stats::Calibration,
 }
 
 impl TuiOptions {
@@ -116,6 +118,7 @@ impl TuiOptions {
             simulate_gpus,
             log_dir,
             initial_state: None,
+            calibration: Default::default(),
         })
     }
 }

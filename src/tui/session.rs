@@ -89,6 +89,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
     if let Some(st) = opts.initial_state.clone() {
         app.state = st;
     }
+    app.calibration = opts.calibration.clone();
     let (gtx, mut grx) = tokio::sync::mpsc::unbounded_channel();
     if !opts.simulate_gpus {
         gpu::spawn_nvml(opts.gpu_period, gtx);

@@ -711,3 +711,30 @@ fn results_chart_and_export_carry_the_statistics() {
     let json = super::export::json(&app);
     assert_eq!(json["summary"]["human_vs_baseline"]["better"], 1);
 }
+
+/// The results view's chart judges as `results` does: with the store's calibration (sent
+/// by the daemon on attach) a single-run comparison is decided by the noise band, without
+/// one it says uncalibrated.
+#[test]
+fn the_results_chart_judges_with_the_stores_calibration() {
+    use crate::stats::{band::Band, Calibration, Method};
+    let mut app = scene();
+    let before = super::views::compare::commit_report(&app, 0);
+    let row = &before.rows[0];
+    let hb = &row.comparisons[0];
+    assert_eq!(hb.label, "human vs baseline");
+    assert_eq!(hb.method, Some(Method::Uncalibrated));
+    let primary = hb.primary.clone().expect("a headline metric");
+    let class = crate::stats::band::size_class(row.cells[0].model.as_deref());
+    app.calibration.bands.insert(
+        Calibration::key(&primary, class),
+        Band {
+            sigma: 0.01,
+            groups: 4,
+            runs: 12,
+            source: "calibrate".into(),
+        },
+    );
+    let after = super::views::compare::commit_report(&app, 0);
+    assert_eq!(after.rows[0].comparisons[0].method, Some(Method::NoiseBand));
+}

@@ -287,20 +287,25 @@ fn row(label: &str, value: String) -> String {
 }
 
 /// The result block of a run whose variant has `effect` (1.0 = baseline speed) and whose
-/// noise is `d` ([`super::noise`]).
-pub fn result_block(kind: BenchKind, era: Era, effect: f64, d: &super::noise::Draw) -> Vec<String> {
+/// noise is `d` ([`crate::stats::noise`]).
+pub fn result_block(
+    kind: BenchKind,
+    era: Era,
+    effect: f64,
+    d: &crate::stats::noise::Draw,
+) -> Vec<String> {
     let lat = |x: f64| x / effect * d.latency;
     match kind {
         BenchKind::Serving => {
-            let n = 100;
-            let s = super::noise::serving(effect, d);
+            let s = crate::stats::noise::serving(effect, d);
+            let n = s.successful;
             let dur = s.duration_s;
             let inp = 21_523;
             let outp = s.output_tokens as u64;
             let mut v = vec!["============ Serving Benchmark Result ============".to_string()];
             v.push(row("Successful requests:", n.to_string()));
             if era == Era::V011 {
-                v.push(row("Failed requests:", "0".into()));
+                v.push(row("Failed requests:", s.failed.to_string()));
             }
             v.push(row("Benchmark duration (s):", format!("{dur:.2}")));
             v.push(row("Total input tokens:", inp.to_string()));

@@ -24,7 +24,7 @@ pub fn commit_report(app: &App, commit: usize) -> Report {
         .map(|s| RunDoc::of_record(RunInfo::from_spec(&app.plan, s), app.state.run(s.id)))
         .collect();
     let refs: Vec<&RunDoc> = docs.iter().collect();
-    report::build(&refs, &report::Options::with_threshold(2.0))
+    report::build(&refs, &app.report_options())
 }
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect, commit: usize) {

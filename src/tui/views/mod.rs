@@ -2,7 +2,7 @@
 //! snapshots are deterministic.
 
 mod active;
-mod compare;
+pub(crate) mod compare;
 mod gpu;
 mod header;
 mod help;

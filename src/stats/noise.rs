@@ -59,6 +59,9 @@ impl BoxNoise {
     }
 }
 
+/// How often a run has failed requests (the comparability check flags them).
+const FAILED_P: f64 = 0.03;
+
 /// Multipliers for one run: each near 1.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Draw {
@@ -71,6 +74,9 @@ pub struct Draw {
     /// Generated-token total.
     pub tokens: f64,
     pub outlier: bool,
+    /// Requests of the benchmark's 100 that failed (a timeout, a dropped connection):
+    /// usually none.
+    pub failed: u32,
 }
 
 /// A standard normal deviate (Box–Muller: sampling, not a special function).
@@ -101,6 +107,12 @@ pub fn draw(b: &BoxNoise, run_seed: u64, slot: u64) -> Draw {
         tail: mix(b.cv_tail, own_t) / (drift * hit * hit),
         tokens: lognormal(b.cv_tokens, gauss(&mut r)),
         outlier,
+        // Drawn last, so the draws before it are what they were.
+        failed: if r.random_range(0.0..1.0) < FAILED_P {
+            r.random_range(1..=5)
+        } else {
+            0
+        },
     }
 }
 
@@ -125,10 +137,19 @@ pub struct Serving {
     pub output_throughput: f64,
     pub ttft_mean_ms: f64,
     pub ttft_p99_ms: f64,
+    /// Of [`REQUESTS`].
+    pub successful: u32,
+    pub failed: u32,
 }
 
+/// Requests a simulated serving benchmark sends.
+pub const REQUESTS: u32 = 100;
+
 pub fn serving(effect: f64, d: &Draw) -> Serving {
-    let output_tokens = (19_835.0 * d.tokens).round();
+    let failed = d.failed.min(REQUESTS);
+    // A failed request generates nothing.
+    let share = f64::from(REQUESTS - failed) / f64::from(REQUESTS);
+    let output_tokens = (19_835.0 * d.tokens * share).round();
     // Work scales with the tokens generated; speed with the effect and the noise.
     let duration_s = 30.0 * (output_tokens / 19_835.0) / (effect * d.throughput);
     let ttft_mean_ms = 180.0 / effect * d.latency;
@@ -138,6 +159,8 @@ pub fn serving(effect: f64, d: &Draw) -> Serving {
         output_throughput: output_tokens / duration_s,
         ttft_mean_ms,
         ttft_p99_ms: ttft_mean_ms * 2.7 * d.tail / d.latency,
+        successful: REQUESTS - failed,
+        failed,
     }
 }
 
@@ -192,5 +215,27 @@ mod tests {
         assert!((0.96..1.12).contains(&h));
         let s = serving(1.1, &draw(&BoxNoise::of(1), 1, 0));
         assert!((s.output_throughput - s.output_tokens / s.duration_s).abs() < 1e-9);
+    }
+
+    /// Now and then a run loses a few requests, and with them their tokens: what the
+    /// comparability check's failed-requests flag exists for.
+    #[test]
+    fn some_runs_have_failed_requests() {
+        let b = BoxNoise::of(3);
+        let runs: Vec<Serving> = (0..4000u64)
+            .map(|i| serving(1.0, &draw(&b, seed_of(&["f", &i.to_string()]), i)))
+            .collect();
+        let hit: Vec<&Serving> = runs.iter().filter(|s| s.failed > 0).collect();
+        let share = hit.len() as f64 / runs.len() as f64;
+        assert!((0.015..0.05).contains(&share), "{share}");
+        assert!(runs.iter().all(|s| s.successful + s.failed == REQUESTS));
+        assert!(hit.iter().all(|s| (1..=5).contains(&s.failed)));
+        let tokens =
+            |v: &[&Serving]| v.iter().map(|s| s.output_tokens).sum::<f64>() / v.len() as f64;
+        let clean: Vec<&Serving> = runs.iter().filter(|s| s.failed == 0).collect();
+        assert!(
+            tokens(&hit) < tokens(&clean),
+            "failed requests generate nothing"
+        );
     }
 }
