@@ -304,6 +304,7 @@ fn config(src: &Path) -> DockerConfig {
         secrets: Secrets::with_token(Some(TOKEN.into())),
         weights: None,
         gpu_mem_per_gpu: None,
+        warmup_requests: 0,
         prefetch: true,
         build: Default::default(),
         datasets: std::collections::BTreeMap::from([(

@@ -291,3 +291,70 @@ async fn weights_are_fetched_before_the_server_starts() {
         nightshift::runtime::RuntimeMsg::Stage(nightshift::model::Stage::LoadingServer)
     )));
 }
+
+/// `warmup_requests`: on a client without `--num-warmups` (0.8.5) nightshift sends them from
+/// inside the container, and the server answers them before the benchmark starts; on one
+/// with it (0.11.1+) the client is asked to. Recorded as a rewrite either way.
+#[tokio::test(flavor = "multi_thread")]
+async fn warmup_requests_reach_the_server_before_the_benchmark() {
+    require_docker!();
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = DockerRuntime::new(DockerConfig {
+        warmup_requests: 3,
+        ..config(tmp.path(), false)
+    })
+    .unwrap();
+    let cmd = "python3 benchmarks/benchmark_serving.py --model standin/tiny --dataset-name random --random-input-len 8 --random-output-len 8 --num-prompts 4";
+    let (end, msgs) = run_one(&rt, job("nightshift-standin:latest", cmd, "w1", "0.8.5")).await;
+    let logs = logs_text(&msgs);
+    assert_eq!(end, RunEnd::BenchExited { exit_code: 0 }, "{logs}");
+    let warm = provenance(&msgs, "warmup").unwrap_or_default();
+    assert!(warm.contains("3 of 3 requests"), "{warm}\n{logs}");
+    let rewrites = provenance(&msgs, "rewrites").unwrap();
+    assert!(rewrites.contains("\"warmup\""), "{rewrites}");
+    assert!(!argv(&msgs, "bench_argv").contains(&"--num-warmups".to_string()));
+    // The server saw the warm-up's completions before the benchmark client's first line.
+    let lines: Vec<(&nightshift::model::Stream, &str)> = msgs
+        .iter()
+        .filter_map(|m| match m {
+            nightshift::runtime::RuntimeMsg::Log { stream, line, .. } => {
+                Some((stream, line.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
+    let first_bench = lines
+        .iter()
+        .position(|(s, _)| **s == nightshift::model::Stream::Bench)
+        .expect("benchmark output");
+    let warm_at = lines
+        .iter()
+        .position(|(_, l)| l.starts_with("warm-up: "))
+        .expect("the warm-up line");
+    assert!(warm_at < first_bench, "{logs}");
+    let served = lines[..first_bench]
+        .iter()
+        .filter(|(s, l)| {
+            **s == nightshift::model::Stream::Server && l.contains("POST /v1/completions")
+        })
+        .count();
+    assert!(
+        served >= 3,
+        "{served} completions before the benchmark\n{logs}"
+    );
+
+    let img = family_image("human", "0.11.1", &[], "nightshift-standin:t-human-0.11.1");
+    let cmd = "vllm bench serve --model standin/tiny --dataset-name random --random-input-len 8 --random-output-len 8 --num-prompts 4";
+    let (end, msgs) = run_one(&rt, job(&img, cmd, "w2", "0.11.1")).await;
+    let logs = logs_text(&msgs);
+    assert_eq!(end, RunEnd::BenchExited { exit_code: 0 }, "{logs}");
+    let bench = argv(&msgs, "bench_argv");
+    assert!(
+        bench.windows(2).any(|w| w == ["--num-warmups", "3"]),
+        "{bench:?}"
+    );
+    assert!(
+        provenance(&msgs, "warmup").is_none(),
+        "the client sends them"
+    );
+}

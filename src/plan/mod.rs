@@ -102,6 +102,10 @@ pub struct Defaults {
     pub timeout_s_by_gpus: BTreeMap<u32, u64>,
     pub repeats: u32,
     pub warmup: Warmup,
+    /// Requests sent to the server before each serving benchmark measures: the client's
+    /// `--num-warmups` where it has one, else sent by the runtime (a recorded rewrite,
+    /// the same for every variant of a commit).
+    pub warmup_requests: u32,
     pub variants: Vec<String>,
     /// `variants` was written in the plan (not the built-in default).
     #[serde(skip)]
@@ -653,6 +657,7 @@ impl Builder {
             timeout_s_by_gpus: by_gpus,
             repeats: d.repeats.unwrap_or(1).max(1),
             warmup: d.warmup.unwrap_or_default(),
+            warmup_requests: d.warmup_requests.unwrap_or(0),
             variants_explicit: d.variants.is_some(),
             variants_loc: d
                 .variants

@@ -48,6 +48,8 @@ pub struct RawDefaults {
     pub repeats: Option<u32>,
     /// What the first of several repeats is for (default `none`).
     pub warmup: Option<Warmup>,
+    /// Requests sent to the server before each serving benchmark measures (default 0).
+    pub warmup_requests: Option<u32>,
     pub variants: Option<Vec<String>>,
     pub on_invalid: Option<OnInvalid>,
     pub vllm_src: Option<String>,

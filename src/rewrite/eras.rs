@@ -26,6 +26,8 @@ pub const SHIM_FROM: &str = "0.10.2";
 /// (vllm-output-formats.md §0).
 const CLI_SERVE_FROM: &str = "0.8.0";
 const CLI_OFFLINE_FROM: &str = "0.8.5";
+const READY_CHECK_FROM: &str = "0.11.0";
+const WARMUPS_FROM: &str = "0.11.1";
 /// FlexibleArgumentParser (underscore spellings) in the scripts from here.
 const FLEXIBLE_FROM: &str = "0.5.1";
 /// Engine flags became part of the offline scripts' parsers (EngineArgs.add_cli_args).
@@ -131,7 +133,18 @@ fn client_at(kind: BenchKind, ver: &PyVersion) -> FlagSet {
                 .find(|(from, _)| at_least(ver, from))
                 .map(|(_, l)| *l)
                 .unwrap_or(SERVING[0].1);
-            return FlagSet::from_list(list, underscores);
+            let mut s = FlagSet::from_list(list, underscores);
+            // `vllm bench serve`'s later options (vllm-output-formats.md: the ready check
+            // from 0.11.0, warm-up requests from ≈0.11.1).
+            for (from, flag) in [
+                (READY_CHECK_FROM, "--ready-check-timeout-sec"),
+                (WARMUPS_FROM, "--num-warmups"),
+            ] {
+                if at_least(ver, from) {
+                    s.extend(&FlagSet::from_list(flag, underscores));
+                }
+            }
+            return s;
         }
         BenchKind::Throughput if modern => {
             let mut s = FlagSet::from_list(THROUGHPUT_OWN, underscores);

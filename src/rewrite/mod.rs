@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// One recorded change to the command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rewrite {
-    /// `interpreter | script | cli | split | shared | spelling | dataset | host_port | model`
+    /// `interpreter | script | cli | split | shared | spelling | dataset | host_port | model | warmup`
     pub rule: String,
     pub from: String,
     pub to: String,
@@ -156,6 +156,10 @@ pub struct Invocation {
     #[serde(default)]
     pub hub_datasets: Vec<String>,
     pub rewrites: Vec<Rewrite>,
+    /// Warm-up requests the runtime sends before the client starts (its client has no
+    /// `--num-warmups`); see [`warm_up`].
+    #[serde(default)]
+    pub warmup_requests: u32,
 }
 
 /// A variant's resolved command lines.
@@ -471,7 +475,45 @@ pub fn plan(view: &CommandView, facts: &Facts) -> Result<Invocation, Refusal> {
         mounts,
         hub_datasets,
         rewrites,
+        warmup_requests: 0,
     })
+}
+
+/// Warm-up requests before a serving benchmark measures (`[defaults] warmup_requests`): the
+/// client's own `--num-warmups` where it has one (vLLM ≈0.11.1+), else the runtime sends
+/// them from inside the container just before the client starts
+/// ([`Invocation::warmup_requests`]). Recorded either way, and decided once per commit so
+/// every variant warms up alike. A command that sets `--num-warmups` itself is left alone.
+pub fn warm_up(inv: &mut Invocation, n: u32, client: &FlagSet) {
+    const FLAG: &str = "--num-warmups";
+    if n == 0 || inv.kind != BenchKind::Serving {
+        return;
+    }
+    let own = inv
+        .client_args
+        .iter()
+        .any(|a| a == FLAG || a == "--num_warmups" || a.starts_with("--num-warmups="));
+    if own {
+        return;
+    }
+    let why = "warm-up requests before the measurement (plan: warmup_requests)";
+    if client.accepts(FLAG) {
+        inv.client_args.extend([FLAG.to_string(), n.to_string()]);
+        inv.rewrites.push(rw(
+            "warmup",
+            "",
+            format!("{FLAG} {n}"),
+            format!("{why}; the client sends them"),
+        ));
+    } else {
+        inv.warmup_requests = n;
+        inv.rewrites.push(rw(
+            "warmup",
+            "",
+            format!("{n} requests to /v1/completions"),
+            format!("{why}; this client has no {FLAG}, so nightshift sends them from inside the container"),
+        ));
+    }
 }
 
 fn shown(f: &Flag) -> String {

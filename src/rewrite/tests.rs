@@ -283,3 +283,55 @@ fn the_console_script_runs_vllm_bench_when_the_image_has_one() {
     );
     assert_eq!(r.bench_argv[0], "/usr/bin/python3");
 }
+
+/// Warm-up requests go to the client's `--num-warmups` where it has one, else to the
+/// runtime; a command that sets its own is left alone, and offline benchmarks get none.
+#[test]
+fn warm_up_goes_to_the_client_or_the_runtime() {
+    let cmd = "python3 benchmarks/benchmark_serving.py --model M --dataset-name random --random-input-len 10";
+    let mut old = go(cmd, Some("0.8.5"), &BTreeMap::new()).unwrap();
+    let old_client = tables(BenchKind::Serving, PyVersion::parse("0.8.5").as_ref()).0;
+    warm_up(&mut old, 5, &old_client);
+    assert_eq!(old.warmup_requests, 5);
+    assert!(!old.client_args.contains(&"--num-warmups".to_string()));
+    assert!(old
+        .rewrites
+        .iter()
+        .any(|r| r.rule == "warmup" && r.to.starts_with("5 requests")));
+
+    let mut new = go(cmd, Some("0.8.5"), &BTreeMap::new()).unwrap();
+    let mut client = old_client.clone();
+    client.extend(&FlagSet::from_list("--num-warmups", true));
+    warm_up(&mut new, 5, &client);
+    assert_eq!(new.warmup_requests, 0);
+    assert!(new
+        .client_args
+        .windows(2)
+        .any(|w| w == ["--num-warmups", "5"]));
+    assert!(
+        argv(&new).0.ends_with("--num-warmups 5"),
+        "{}",
+        argv(&new).0
+    );
+
+    let own = format!("{cmd} --num-warmups 2");
+    let mut mine = go(&own, Some("0.13.0"), &BTreeMap::new()).unwrap();
+    let before = mine.clone();
+    warm_up(&mut mine, 5, &client);
+    assert_eq!(mine, before, "the command's own --num-warmups stands");
+
+    let mut offline = go(
+        "python3 benchmarks/benchmark_throughput.py --model M --input-len 8 --output-len 8",
+        Some("0.8.5"),
+        &BTreeMap::new(),
+    )
+    .unwrap();
+    let before = offline.clone();
+    warm_up(&mut offline, 5, &client);
+    assert_eq!(offline, before);
+
+    let mut none = go(cmd, Some("0.8.5"), &BTreeMap::new()).unwrap();
+    let before = none.clone();
+    warm_up(&mut none, 0, &old_client);
+    assert_eq!(none, before);
+}

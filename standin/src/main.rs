@@ -95,7 +95,7 @@ fn python(args: &[String]) -> i32 {
             0
         }
         Some("-c") => match args.get(1) {
-            Some(code) => pycode::run(code),
+            Some(code) => pycode::run_with_args(code, &args[2..]),
             None => {
                 eprintln!("Argument expected for the -c option");
                 2

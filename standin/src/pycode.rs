@@ -56,6 +56,54 @@ fn prints(code: &str) -> Vec<String> {
     out
 }
 
+/// `python3 -c CODE ARG...`: nightshift's warm-up snippet (urllib POSTs to
+/// `/v1/completions`, argv: port, model, count) really sends its requests; any other
+/// snippet as [`run`].
+pub fn run_with_args(code: &str, args: &[String]) -> i32 {
+    if code.contains("urllib.request") && code.contains("/v1/completions") {
+        return warm_up(args);
+    }
+    run(code)
+}
+
+fn warm_up(args: &[String]) -> i32 {
+    let (Some(port), Some(model), Some(n)) = (
+        args.first(),
+        args.get(1),
+        args.get(2).and_then(|n| n.parse::<u32>().ok()),
+    ) else {
+        eprintln!("IndexError: list index out of range");
+        return 1;
+    };
+    let e = Env::detect();
+    let sender = crate::sender::Sender {
+        url: crate::http::parse_url(&format!("http://127.0.0.1:{port}/v1/completions")),
+        model: model.clone(),
+        chat: false,
+        era: crate::eras::serving_era(e.ver),
+        best_of: 1,
+        ignore_eos: false,
+        logprobs: None,
+        stream: false,
+    };
+    let req = crate::datasets::Request {
+        prompt: "Warm up.".into(),
+        prompt_len: 2,
+        output_len: 16,
+    };
+    let mut ok = 0;
+    for _ in 0..n {
+        let out = sender.send(&req);
+        if out.success {
+            ok += 1;
+        } else {
+            eprintln!("warm-up request failed: {}", out.error);
+        }
+    }
+    println!("ok {ok}");
+    0
+}
+
 pub fn run(code: &str) -> i32 {
     let wants_import = imports_vllm(code);
     let wants_spec = mentions_find_spec_vllm(code);

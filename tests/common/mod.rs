@@ -204,6 +204,7 @@ pub fn docker_config(src: Option<&Path>) -> DockerConfig {
         datasets: Default::default(),
         weights: None,
         gpu_mem_per_gpu: None,
+        warmup_requests: 0,
         prefetch: true,
         build: Default::default(),
     }

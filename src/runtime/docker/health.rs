@@ -53,6 +53,82 @@ pub async fn ready_in(docker: &bollard::Docker, name: &str, port: u16) -> bool {
     )
 }
 
+/// What a warm-up did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WarmUp {
+    pub sent: u32,
+    pub ok: u32,
+    pub secs: f64,
+}
+
+impl std::fmt::Display for WarmUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "warm-up: {} of {} requests to /v1/completions answered in {:.2} s",
+            self.ok, self.sent, self.secs
+        )
+    }
+}
+
+/// Sent one after another by the image's own Python from inside the container, as the
+/// client's requests go (the same path on a remote host); argv: port, model, count.
+const WARM_UP: &str = r#"import json, sys, urllib.request as r
+port, model, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+body = json.dumps({"model": model, "prompt": "Warm up.", "max_tokens": 16}).encode()
+ok = 0
+for _ in range(n):
+    try:
+        req = r.Request("http://127.0.0.1:%s/v1/completions" % port, data=body, headers={"Content-Type": "application/json"})
+        r.urlopen(req, timeout=120).read()
+        ok += 1
+    except Exception as e:
+        print("warm-up request failed: %r" % (e,), file=sys.stderr)
+print("ok", ok)
+"#;
+
+/// Send the invocation's warm-up requests to the server in container `name`.
+pub async fn warm_up_in(
+    docker: &bollard::Docker,
+    name: &str,
+    setup: &super::invoke::Setup,
+) -> Result<WarmUp, String> {
+    let inv = &setup.invocation;
+    // The name the server answers to: `--served-model-name` when it was given one.
+    let served = inv
+        .server_args
+        .iter()
+        .position(|a| a == "--served-model-name")
+        .and_then(|i| inv.server_args.get(i + 1))
+        .or(inv.model.as_ref())
+        .ok_or("no model name to ask for")?;
+    let python = setup
+        .facts
+        .interpreter
+        .clone()
+        .unwrap_or_else(|| "python3".into());
+    let t = std::time::Instant::now();
+    let cmd = vec![
+        python,
+        "-c".into(),
+        WARM_UP.into(),
+        inv.port.to_string(),
+        served.clone(),
+        inv.warmup_requests.to_string(),
+    ];
+    let (code, out) = super::exec::capture(docker, name, cmd, Vec::new()).await?;
+    let ok = out
+        .lines()
+        .find_map(|l| l.strip_prefix("ok "))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| format!("exit {code}: {}", out.trim()))?;
+    Ok(WarmUp {
+        sent: inv.warmup_requests,
+        ok,
+        secs: t.elapsed().as_secs_f64(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -384,8 +384,9 @@ impl DockerRuntime {
         let invocation = match existing {
             Some(inv) => inv,
             None => {
-                let inv =
+                let mut inv =
                     rewrite::plan(&job.view, &facts_r).map_err(|r| bench_invalid(r.reason))?;
+                rewrite::warm_up(&mut inv, self.cfg.warmup_requests, &client);
                 self.caches
                     .plans
                     .lock()

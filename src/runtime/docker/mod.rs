@@ -68,6 +68,8 @@ pub struct DockerConfig {
     pub prefetch: bool,
     /// Images built from source where an overlay cannot make them.
     pub build: build::BuildConfig,
+    /// `[defaults] warmup_requests`: sent before each serving benchmark measures.
+    pub warmup_requests: u32,
 }
 
 /// vLLM images are 17–22 GB; a pull needs room to download and extract.
@@ -106,6 +108,7 @@ impl DockerConfig {
                 })
                 .flatten(),
             gpu_mem_per_gpu: None,
+            warmup_requests: d.warmup_requests,
             prefetch: true,
             build: build::BuildConfig::default(),
         }
@@ -1050,6 +1053,23 @@ impl DockerRuntime {
         }
 
         sink.stage(Stage::Benchmarking).await;
+        if serving && setup.invocation.warmup_requests > 0 {
+            let sent = tokio::time::timeout(
+                job.run_timeout,
+                health::warm_up_in(&self.docker, &name, &setup),
+            );
+            let line = match sent.await {
+                Ok(Ok(w)) => w.to_string(),
+                Ok(Err(e)) => format!("warm-up not sent ({e}); the benchmark runs without it"),
+                Err(_) => "warm-up cut short at the run's timeout".to_string(),
+            };
+            sink.send(RuntimeMsg::Provenance {
+                key: "warmup".into(),
+                value: line.clone(),
+            })
+            .await;
+            self.dlog(sink, Pipe::Stdout, line).await;
+        }
         let wanted = results::wanted(&job.view, &workdir);
         if !wanted.is_empty() {
             // Marks the start so "the JSON this run wrote" can be told from older ones.
