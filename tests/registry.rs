@@ -543,12 +543,17 @@ async fn sweep(
     );
     // Backoffs scaled down (10 min → 0.6 s); Docker runs in real time.
     let mut engine = engine.with_time_scale(0.001);
-    // The box's real free disk must not decide a test: without a budget of its own a
-    // test keeps no headroom (CI machines may have less than the 25 GB default free).
-    engine = engine.with_image_budget(budget.unwrap_or(nightshift::images::Budget {
+    // The box's real free disk must not decide a test: without a budget of its own a test
+    // keeps no headroom and expects images of the stand-in's size, not a real vLLM's 20 GB
+    // (CI machines may have less free than the defaults assume). Either way the shared
+    // stand-in image is never evicted from under the tests running beside this one.
+    let mut budget = budget.unwrap_or(nightshift::images::Budget {
         min_free: 0,
+        default_size: 64 << 20,
         ..Default::default()
-    }));
+    });
+    budget.keep.insert(STANDIN.to_string());
+    engine = engine.with_image_budget(budget);
     let seen = Arc::new(Mutex::new(Seen::default()));
     let stop = CancellationToken::new();
     {
