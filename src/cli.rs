@@ -642,7 +642,7 @@ pub fn run(cli: Cli) -> i32 {
             alpha,
             token_share,
         } => {
-            let judge = crate::store::report::Judge {
+            let judge = crate::report::Judge {
                 threshold,
                 alpha,
                 token_share,

@@ -23,6 +23,7 @@ pub mod parse;
 pub mod plan;
 pub mod policy;
 pub mod prefetch;
+pub mod report;
 pub mod rewrite;
 pub mod runtime;
 pub mod scheduler;

@@ -94,7 +94,7 @@ fn calibrate_saves_a_band_that_results_use() {
 
 #[test]
 fn results_from_run_summaries_match_results_from_the_event_log() {
-    use nightshift::store::report;
+    use nightshift::report;
     let tmp = tempfile::tempdir().unwrap();
     let commits: Vec<(String, &str)> = (0..4).map(|i| (format!("e{i:07x}"), "")).collect();
     let refs: Vec<(&str, &str)> = commits.iter().map(|(c, e)| (c.as_str(), *e)).collect();

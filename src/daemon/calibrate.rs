@@ -7,9 +7,9 @@
 use crate::engine::{Engine, EngineOptions};
 use crate::model::{RunId, Variant};
 use crate::plan::Plan;
+use crate::report;
 use crate::runtime::Runtime;
 use crate::stats::Calibration;
-use crate::store::report;
 use crate::store::resume::{self, ResumeOptions};
 use crate::store::Store;
 use std::path::{Path, PathBuf};

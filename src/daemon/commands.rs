@@ -5,9 +5,10 @@
 use crate::category::Category;
 use crate::engine::{Engine, EngineOptions};
 use crate::plan::Plan;
+use crate::report;
 use crate::runtime::Runtime;
 use crate::store::resume::{self, ResumeOptions};
-use crate::store::{report, show, Store, StoreError};
+use crate::store::{show, Store, StoreError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -305,7 +306,9 @@ pub fn results_text(
         "json" => report::render_json(&r, &docs),
         "csv" => report::render_csv(&r, &docs),
         "md" => report::render_md(&r),
-        "html" => crate::store::html::render(&r, store.plan().map_or("sweep", |p| p.name.as_str())),
+        "html" => {
+            crate::report::html::render(&r, store.plan().map_or("sweep", |p| p.name.as_str()))
+        }
         _ => report::render_table(&r),
     })
 }

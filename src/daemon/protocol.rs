@@ -34,7 +34,7 @@ pub enum Want {
         filter: Option<String>,
         /// threshold, alpha, token share (older clients send the threshold alone).
         #[serde(flatten)]
-        judge: crate::store::report::Judge,
+        judge: crate::report::Judge,
     },
     /// `nightshift show` from the live store.
     Show { what: String, json: bool },

@@ -5,7 +5,7 @@ use super::{value_text, variants, verdict_text, Digest};
 use std::fmt::Write;
 
 /// The store's HTML escaping, shared so the digest and `results --format html` agree.
-pub use crate::store::html::esc;
+pub use crate::report::html::esc;
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#1b1f24;background:#fff}\
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ccd}\
@@ -93,7 +93,7 @@ pub fn render(d: &Digest) -> String {
     let _ = write!(
         o,
         "<h2>The 3-way table</h2><p>Primary metric per variant (median of its repeats); verdicts: {}.</p><table id=\"threeway\"><tr><th>commit</th>",
-        esc(&crate::store::render::method_note(&d.report.summary))
+        esc(&crate::report::render::method_note(&d.report.summary))
     );
     for v in &vs {
         let _ = write!(o, "<th>{}</th>", esc(v));
@@ -119,7 +119,7 @@ pub fn render(d: &Digest) -> String {
     }
     o.push_str("</table>");
     let s = &d.report.summary;
-    let outcomes = |w: &crate::store::report::Outcomes| {
+    let outcomes = |w: &crate::report::Outcomes| {
         format!(
             "{} better / {} no change / {} worse / {} inconclusive",
             w.better, w.no_change, w.worse, w.inconclusive
@@ -143,12 +143,12 @@ pub fn render(d: &Digest) -> String {
     let _ = write!(
         o,
         "<p class=\"method\">Verdicts: {}.</p>",
-        esc(&crate::store::render::method_note(s))
+        esc(&crate::report::render::method_note(s))
     );
     o.push_str("<h2>Outcomes</h2>");
-    o.push_str(&crate::store::chart::outcomes_svg(&d.report));
+    o.push_str(&crate::report::chart::outcomes_svg(&d.report));
     o.push_str("<h2>Δ vs baseline (whiskers: interval)</h2>");
-    o.push_str(&crate::store::chart::delta_svg(&d.report, |c| {
+    o.push_str(&crate::report::chart::delta_svg(&d.report, |c| {
         c.label.ends_with("vs baseline")
     }));
 

@@ -5,8 +5,8 @@
 pub mod html;
 
 use crate::model::RunState;
+use crate::report::{self, Report};
 use crate::store::record::RunDoc;
-use crate::store::report::{self, Report};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -196,7 +196,7 @@ pub fn value_text(row: &report::CommitRow, variant: &str) -> String {
 /// reached (the same words as `results`).
 pub fn verdict_text(r: &Report, row: &report::CommitRow, label: &str) -> String {
     match row.comparisons.iter().find(|c| c.label == label) {
-        Some(c) => crate::store::render::verdict_text(c, &r.summary),
+        Some(c) => crate::report::render::verdict_text(c, &r.summary),
         None => "-".into(),
     }
 }
@@ -242,7 +242,7 @@ pub fn markdown(d: &Digest) -> String {
     let _ = writeln!(
         o,
         "## The 3-way table (primary metric, median of repeats; {})\n",
-        crate::store::render::method_note(&d.report.summary)
+        crate::report::render::method_note(&d.report.summary)
     );
     let _ = writeln!(o, "| commit | {} | human vs baseline |", vs.join(" | "));
     let _ = writeln!(o, "|---|{}---|", "---|".repeat(vs.len()));

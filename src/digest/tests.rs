@@ -105,7 +105,7 @@ fn digest_counts_failures_waiting_fixes_and_gpu_hours() {
     let d = build(
         "iso",
         &refs,
-        &crate::store::report::Options::with_threshold(2.0),
+        &crate::report::Options::with_threshold(2.0),
         0,
     );
     assert_eq!(d.total_runs(), 5);
@@ -129,7 +129,7 @@ fn markdown_has_every_section_and_worded_verdicts() {
     let md = markdown(&build(
         "iso",
         &refs,
-        &crate::store::report::Options::with_threshold(2.0),
+        &crate::report::Options::with_threshold(2.0),
         0,
     ));
     for h in [
@@ -159,7 +159,7 @@ fn html_is_self_contained_and_escaped() {
     let page = html::render(&build(
         "iso <night>",
         &refs,
-        &crate::store::report::Options::with_threshold(2.0),
+        &crate::report::Options::with_threshold(2.0),
         0,
     ));
     assert!(page.starts_with("<!doctype html>"));
@@ -180,7 +180,7 @@ fn empty_night_renders() {
     let d = build(
         "empty",
         &[],
-        &crate::store::report::Options::with_threshold(2.0),
+        &crate::report::Options::with_threshold(2.0),
         0,
     );
     assert_eq!(d.total_runs(), 0);

@@ -11,14 +11,8 @@
 //! transition before the engine acts on it; other events ride along with the next flush.
 //! Full logs stay in files under `<store>/logs`; the ending event of an attempt names them.
 
-pub mod chart;
-pub mod comparable;
-mod filter;
 mod history;
-pub mod html;
 pub mod record;
-pub mod render;
-pub mod report;
 pub mod resume;
 pub mod salvage;
 pub mod show;

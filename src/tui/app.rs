@@ -280,8 +280,8 @@ pub struct App {
 impl App {
     /// How the results view and its exports judge: `results`' defaults and the box's
     /// calibration (one definition with the CLI's report).
-    pub fn report_options(&self) -> crate::store::report::Options {
-        let mut o = crate::store::report::Options::of(crate::store::report::Judge::default());
+    pub fn report_options(&self) -> crate::report::Options {
+        let mut o = crate::report::Options::of(crate::report::Judge::default());
         o.calibration = self.calibration.clone();
         o
     }

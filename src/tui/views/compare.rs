@@ -1,11 +1,11 @@
 //! Under the results table: the selected commit's comparisons as a chart of Δ against the
 //! reference with each interval as a whisker (ratatui's `Chart`), and each variant's
 //! repeats of the headline metric as a `Sparkline`. The numbers are the report's own
-//! ([`crate::store::report`]), computed for this one commit.
+//! ([`crate::report`]), computed for this one commit.
 
 use super::{block, fit};
+use crate::report::{self, CommitRow, Report};
 use crate::store::record::{RunDoc, RunInfo};
-use crate::store::report::{self, CommitRow, Report};
 use crate::tui::app::App;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;

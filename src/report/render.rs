@@ -2,10 +2,10 @@
 //! Lines (one results record per attempt). Every Δ is worded with its direction and every
 //! verdict says how it was reached.
 
-use super::record::{ResultRecord, RunDoc};
-use super::report::{Cell, CommitRow, Comparison, Outcomes, Report, Summary};
+use super::{Cell, CommitRow, Comparison, Outcomes, Report, Summary};
 use crate::metric;
 use crate::stats::{Method, Verdict};
+use crate::store::record::{ResultRecord, RunDoc};
 use std::fmt::Write;
 
 fn num(v: f64) -> String {

@@ -1,18 +1,24 @@
 //! `nightshift results`: per commit, each variant's repeats summarised (median and interval
 //! per headline metric), each comparison decided by [`crate::stats`] and checked for
-//! comparability ([`super::comparable`]), and a summary like the seed reports'. Pure: docs
-//! in, report out; [`super::render`] turns it into text.
+//! comparability ([`comparable`]), and a summary like the seed reports'. Pure: docs
+//! in, report out; [`render`] turns it into text.
 
-use super::comparable::{self, Facts, Flag, Scope};
-use super::record::{AttemptDoc, RunDoc};
+pub mod chart;
+pub mod comparable;
+mod filter;
+pub mod html;
+pub mod render;
+
+use self::comparable::{Facts, Flag, Scope};
 use crate::metric;
 use crate::model::Variant;
 use crate::stats::{self, band, Calibration, Compared, Method, Summary as Stat, Verdict};
+use crate::store::record::{AttemptDoc, RunDoc};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-pub use super::filter::{matches, parse_filter};
-pub use super::render::{
+pub use self::filter::{matches, parse_filter};
+pub use self::render::{
     render_csv, render_json, render_jsonl, render_md, render_summary, render_table,
 };
 

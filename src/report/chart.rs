@@ -3,7 +3,7 @@
 //! script and no external asset: the page opens from a mail attachment.
 
 use super::html::esc;
-use super::report::{Comparison, Outcomes, Report};
+use super::{Comparison, Outcomes, Report};
 use crate::stats::Verdict;
 use std::fmt::Write;
 

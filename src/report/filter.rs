@@ -1,6 +1,6 @@
 //! `results --filter EXPR` and the TUI's `:filter`: which runs a report covers.
 
-use super::record::RunDoc;
+use crate::store::record::RunDoc;
 
 /// `--filter EXPR`: space- or comma-separated `field=value` / `field!=value` terms, all of
 /// which must hold. Fields: commit (prefix), key, variant, agent, status, category, model
@@ -96,7 +96,7 @@ pub fn matches(doc: &RunDoc, filter: &[(String, bool, String)]) -> bool {
 mod tests {
     use super::*;
     use crate::model::Variant;
-    use crate::store::report::tests::doc;
+    use crate::report::tests::doc;
 
     #[test]
     fn filters() {

@@ -5,7 +5,7 @@
 
 use super::chart;
 use super::render::{method_note, verdict_text};
-use super::report::Report;
+use super::Report;
 use crate::metric;
 use std::fmt::Write;
 
