@@ -584,13 +584,11 @@ fn tally(summary: &mut Summary, row: &CommitRow, bands: &Calibration) {
                 summary.uncalibrated += 1;
             }
         }
-        if let (Some(p), Some(cell)) = (&c.primary, row.cells.first()) {
+        if let (Some(p), Some(cell), Some(Method::NoiseBand)) =
+            (&c.primary, row.cells.first(), c.method)
+        {
             let k = Calibration::key(p, band::size_class(cell.model.as_deref()));
-            if let Some(b) = bands
-                .bands
-                .get(&k)
-                .filter(|_| c.method == Some(Method::NoiseBand))
-            {
+            if let Some(b) = bands.bands.get(&k) {
                 summary.bands.insert(k, b.clone());
             }
         }
