@@ -4,7 +4,7 @@
 //! flags.
 
 use super::chart;
-use super::render::{method_note, verdict_text};
+use super::render::{method_note, num, verdict_text};
 use super::Report;
 use crate::metric;
 use std::fmt::Write;
@@ -31,16 +31,6 @@ table{border-collapse:collapse;font-size:.9em}th,td{border:1px solid #b8c2d6;pad
 th{background:#eef1f6}td.num{text-align:right;font-variant-numeric:tabular-nums}\
 .better{color:#1c7c54;font-weight:600}.worse{color:#c92a2a;font-weight:600}.flag{color:#8a5a00}\
 .method{color:#444}code{background:#f3f4f6;padding:0 .2em}";
-
-fn num(v: f64) -> String {
-    if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
 
 pub fn render(r: &Report, sweep: &str) -> String {
     let mut o = String::new();

@@ -8,7 +8,8 @@ use crate::stats::{Method, Verdict};
 use crate::store::record::{ResultRecord, RunDoc};
 use std::fmt::Write;
 
-fn num(v: f64) -> String {
+/// A metric value as every rendering shows it: three significant digits or so.
+pub(super) fn num(v: f64) -> String {
     if v.abs() >= 100.0 {
         format!("{v:.0}")
     } else if v.abs() >= 10.0 {
