@@ -154,3 +154,91 @@ fn results_options_are_checked_and_html_is_one_page() {
     assert!(doc["summary"]["alpha"].as_f64().is_some());
     assert!(!doc["records"].as_array().unwrap().is_empty());
 }
+
+/// The table as the full report over the run summaries draws it (no kept rows).
+fn full_table(store: &Path, judge: nightshift::report::Judge) -> String {
+    use nightshift::report;
+    let s = Store::open(store, false).unwrap();
+    let docs = s.summary_docs();
+    let mut opts = report::Options::of(judge);
+    opts.calibration = s.calibration();
+    report::render_table(&report::build(&s.in_order(&docs), &opts))
+}
+
+fn results_cli(store: &Path, extra: &[&str]) -> String {
+    results_logged(store, extra).0
+}
+
+/// `results`' text and how many commits' rows it rebuilt (from its debug log).
+fn results_logged(store: &Path, extra: &[&str]) -> (String, usize) {
+    let o = Command::new(BIN)
+        .args(["results", "--store"])
+        .arg(store)
+        .args(extra)
+        .env("NIGHTSHIFT_LOG", "debug")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let rebuilt = err
+        .lines()
+        .find_map(|l| l.split("results: ").nth(1)?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no count of rebuilt rows in {err}"));
+    (String::from_utf8(o.stdout).unwrap(), rebuilt)
+}
+
+/// The table's rows are kept in the store between reads (the sweep's end keeps them, a
+/// read keeps what it rebuilt): what `results` prints with kept rows, rebuilt rows or a
+/// mix is the full report, and a row kept for another judge, a damaged entry or a commit
+/// added since is never shown stale.
+#[test]
+fn kept_rows_read_as_the_full_report() {
+    use nightshift::report::Judge;
+    let tmp = tempfile::tempdir().unwrap();
+    let commits: Vec<(String, &str)> = (0..5).map(|i| (format!("b{i:07x}"), "")).collect();
+    let refs: Vec<(&str, &str)> = commits.iter().map(|(c, e)| (c.as_str(), *e)).collect();
+    let text = plan_text(&refs).replace("[defaults]\n", "[defaults]\nrepeats = 2\n");
+    let plan = write_plan(tmp.path(), &text);
+    let store = tmp.path().join("store");
+    assert_eq!(run_ok(&plan, &store, &[]).0, 0);
+    let want = full_table(&store, Judge::default());
+    assert!(want.contains("n=2"), "{want}");
+    // The sweep's end kept every row: the morning's first read rebuilds none.
+    assert_eq!(results_logged(&store, &[]), (want.clone(), 0));
+    {
+        let s = Store::open(&store, false).unwrap();
+        let ids: Vec<&str> = s.commits_in_order().iter().map(|(c, _)| *c).collect();
+        let kept = s.kept("table", &ids);
+        assert_eq!(kept.len(), 5);
+        assert!(kept.iter().all(Option::is_some), "every row kept");
+        // A damaged entry is rebuilt, not shown.
+        let mut entries: Vec<(&str, &[u8])> = ids
+            .iter()
+            .zip(&kept)
+            .map(|(id, b)| (*id, b.as_deref().unwrap()))
+            .collect();
+        entries[1].1 = b"{\"inputs\": 1, torn";
+        s.keep("table", &entries).unwrap();
+    }
+    // Only the damaged row is rebuilt.
+    assert_eq!(results_logged(&store, &[]), (want.clone(), 1));
+    // Another judge: none of the default judge's rows are reused.
+    let strict = Judge {
+        threshold: 5.0,
+        ..Judge::default()
+    };
+    let at5 = results_cli(&store, &["--threshold", "5"]);
+    assert_eq!(at5, full_table(&store, strict));
+    assert!(at5.contains("exceeds 5%"), "{at5}");
+    assert_eq!(results_cli(&store, &[]), want);
+    // A commit added to the plan and run: its row appears, the others still read right.
+    let mut more = refs.clone();
+    more.push(("b9999999", ""));
+    let text = plan_text(&more).replace("[defaults]\n", "[defaults]\nrepeats = 2\n");
+    let plan = write_plan(tmp.path(), &text);
+    assert_eq!(run_ok(&plan, &store, &[]).0, 0);
+    let (after, rebuilt) = results_logged(&store, &[]);
+    assert_eq!(after, full_table(&store, Judge::default()));
+    assert_eq!(rebuilt, 0, "the second sweep's end kept its rows");
+    assert!(after.contains("b9999999"), "{after}");
+}

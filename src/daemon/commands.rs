@@ -2,6 +2,7 @@
 //! `show`, `digest`, `bench store`. The daemon layer wires plan, engine, store and clients;
 //! `src/cli.rs` only routes.
 
+pub use super::results::results_text;
 use crate::category::Category;
 use crate::engine::{Engine, EngineOptions};
 use crate::plan::Plan;
@@ -276,57 +277,6 @@ fn out(text: &str) -> i32 {
     use std::io::Write;
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     0
-}
-
-pub fn results_text(
-    store: &Store,
-    format: &str,
-    filter: &[(String, bool, String)],
-    judge: report::Judge,
-) -> anyhow::Result<String> {
-    // Records of every attempt need the event log; the report itself reads one attempt per
-    // run, which the run summaries already hold (fast at 10,000 runs).
-    let all = if matches!(format, "json" | "jsonl" | "csv") {
-        store.docs()?
-    } else {
-        store.summary_docs()
-    };
-    let docs: Vec<_> = store
-        .in_order(&all)
-        .into_iter()
-        .filter(|d| report::matches(d, filter))
-        .collect();
-    if format == "jsonl" {
-        let text = report::render_jsonl(&docs);
-        drop(docs);
-        drop_aside(all);
-        return Ok(text);
-    }
-    let mut opts = report::Options::of(judge);
-    opts.calibration = store.calibration();
-    let r = report::build(&docs, &opts);
-    let text = match format {
-        "json" => report::render_json(&r, &docs),
-        "csv" => report::render_csv(&r, &docs),
-        "md" => report::render_md(&r),
-        "html" => {
-            crate::report::html::render(&r, store.plan().map_or("sweep", |p| p.name.as_str()))
-        }
-        _ => report::render_table(&r),
-    };
-    drop(docs);
-    drop_aside((all, r));
-    Ok(text)
-}
-
-/// Free what a read built off the caller's path: at 10,000 runs dropping the docs and the
-/// report took ≈60 ms after the answer was ready. The CLI exits without waiting for it;
-/// the daemon frees it on the side.
-fn drop_aside<T: Send + 'static>(v: T) {
-    // When no thread can start, the closure (and `v` with it) is dropped right here.
-    let _ = std::thread::Builder::new()
-        .name("drop".into())
-        .spawn(move || drop(v));
 }
 
 /// The morning digest of an open store, as Markdown or one HTML page.

@@ -18,6 +18,7 @@ pub mod calibrate;
 pub mod client;
 pub mod commands;
 pub mod protocol;
+pub mod results;
 pub mod server;
 
 use crate::daemon::commands::{prepare_run, resolve_dir, Prepared, RunArgs};
@@ -171,6 +172,8 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         // The morning digest, next to the store, whatever way the sweep ended.
         let digest = tokio::task::spawn_blocking(move || {
             let s = store.lock().unwrap_or_else(|e| e.into_inner());
+            // The morning's first `results` then reads kept rows.
+            crate::daemon::results::keep_table(&s);
             crate::daemon::commands::write_digest(&s)
         })
         .await;

@@ -8,6 +8,8 @@ pub mod comparable;
 mod filter;
 pub mod html;
 pub mod render;
+pub mod share;
+pub mod view;
 
 use self::comparable::{Facts, Flag, Scope};
 use crate::metric;
@@ -196,7 +198,7 @@ pub struct Outcomes {
 }
 
 impl Outcomes {
-    fn add(&mut self, v: Verdict) {
+    pub(crate) fn add(&mut self, v: Verdict) {
         match v {
             Verdict::Better => self.better += 1,
             Verdict::NoChange => self.no_change += 1,
@@ -405,38 +407,64 @@ fn compare(
 /// Bands for what calibration lacks, learned from the docs' own repeats: every commit ×
 /// variant with two or more counted repeats is a group of identical runs.
 pub fn learn_bands(docs: &[&RunDoc]) -> Calibration {
-    // Groups of identical runs first (one hash insert per run), then only groups of two
-    // or more per metric: a night of single runs costs one pass and nothing else.
-    let mut by_run: std::collections::HashMap<(&str, &Variant), Vec<&RunDoc>> =
-        std::collections::HashMap::new();
-    for d in docs {
-        if counted(d).is_some() {
-            by_run
-                .entry((d.info.commit.as_str(), &d.info.variant))
-                .or_default()
-                .push(d);
+    let commits = by_commit(docs);
+    let groups: Vec<Group> = commits
+        .iter()
+        .flat_map(|(_, _, g)| repeat_groups(g))
+        .collect();
+    learn_from(groups.iter())
+}
+
+/// Repeats of one metric of one variant of one commit (identical runs): `(metric, size
+/// class, values)`. What a commit lends to the learned bands.
+pub type Group = (String, String, Vec<f64>);
+
+/// A commit's groups of identical runs, from its runs grouped by variant.
+pub fn repeat_groups(variants: &[Vec<&RunDoc>]) -> Vec<Group> {
+    let mut out = Vec::new();
+    for g in variants {
+        let reps: Vec<&AttemptDoc> = g.iter().filter_map(|d| counted(d)).collect();
+        if reps.len() < 2 {
+            continue;
         }
-    }
-    let mut groups: BTreeMap<(&str, &str), Vec<Vec<f64>>> = BTreeMap::new();
-    for g in by_run.values().filter(|g| g.len() > 1) {
-        let class = band::size_class(g[0].info.model.as_deref());
+        let first = g.iter().find(|d| counted(d).is_some());
+        let class = band::size_class(first.and_then(|d| d.info.model.as_deref()));
         for m in metric::HEADLINE {
-            let v: Vec<f64> = g
+            let v: Vec<f64> = reps
                 .iter()
-                .filter_map(|d| counted(d)?.metrics.get(m.key).copied())
+                .filter_map(|a| a.metrics.get(m.key).copied())
                 .collect();
             if v.len() > 1 {
-                groups.entry((m.key, class)).or_default().push(v);
+                out.push((m.key.to_string(), class.to_string(), v));
             }
         }
     }
-    let bands = groups
+    out
+}
+
+/// Bands learned from groups of identical runs (in plan order, so a read gives the same
+/// bands whichever rows it rebuilt).
+pub fn learn_from<'a>(groups: impl Iterator<Item = &'a Group>) -> Calibration {
+    let mut by_key: BTreeMap<(&str, &str), Vec<Vec<f64>>> = BTreeMap::new();
+    for (m, class, v) in groups {
+        by_key.entry((m, class)).or_default().push(v.clone());
+    }
+    let bands = by_key
         .into_iter()
         .filter_map(|((k, class), g)| {
             band::learn(&g, "learned").map(|b| (Calibration::key(k, class), b))
         })
         .collect();
     Calibration { bands, saved_ms: 0 }
+}
+
+/// The bands verdicts use: learned ones, where a calibration run has none (it beats what
+/// the night's repeats happen to show).
+fn with_calibration(mut learned: Calibration, opts: &Options) -> Calibration {
+    for (k, b) in &opts.calibration.bands {
+        learned.bands.insert(k.clone(), b.clone());
+    }
+    learned
 }
 
 /// Group docs by commit (plan order) and variant (variant order, then repeat).
@@ -476,51 +504,48 @@ fn by_commit<'a>(docs: &[&'a RunDoc]) -> Vec<(String, String, Vec<Vec<&'a RunDoc
 
 /// Build the report from the runs (in plan order).
 pub fn build(docs: &[&RunDoc], opts: &Options) -> Report {
-    let mut bands = learn_bands(docs);
-    // A calibration run beats what the night's repeats happen to show.
-    for (k, b) in &opts.calibration.bands {
-        bands.bands.insert(k.clone(), b.clone());
-    }
     let commits = by_commit(docs);
-    let mut summary = Summary {
-        threshold_pct: opts.stats.min_effect_pct,
-        alpha: opts.stats.alpha,
-        commits: commits.len(),
-        ..Default::default()
-    };
+    let groups: Vec<Group> = commits
+        .iter()
+        .flat_map(|(_, _, g)| repeat_groups(g))
+        .collect();
+    let bands = with_calibration(learn_from(groups.iter()), opts);
+    let mut summary = Summary::of(opts, commits.len());
     let level = 1.0 - opts.stats.alpha;
-    for d in commits.iter().flat_map(|(_, _, g)| g.iter().flatten()) {
-        summary.runs += 1;
-        if let Some(a) = d.representative() {
-            if a.status() == "success" {
-                summary.successful_runs += 1;
-            }
-            if let Some(cat) = a.category() {
-                *summary
-                    .failures_by_category
-                    .entry(cat.as_str().to_string())
-                    .or_default() += 1;
-            }
-        }
-    }
     // Commits are independent once the bands are known: built on every core (10,000 runs),
-    // then tallied in plan order.
-    let rows: Vec<CommitRow> = {
+    // then counted in plan order.
+    let built: Vec<(CommitRow, share::Share)> = {
         use rayon::prelude::*;
         commits
             .into_par_iter()
             .map_init(
                 comparable::CommandFacts::default,
                 |cache, (commit, title, groups)| {
-                    commit_row(commit, title, &groups, level, opts, &bands, cache)
+                    let row = commit_row(commit, title, &groups, level, opts, &bands, cache);
+                    let share = share::Share::of(&groups, &row);
+                    (row, share)
                 },
             )
             .collect()
     };
-    for row in &rows {
-        tally(&mut summary, row, &bands);
+    let mut rows = Vec::with_capacity(built.len());
+    for (row, share) in built {
+        share.add_to(&mut summary, &bands);
+        rows.push(row);
     }
     Report { rows, summary }
+}
+
+impl Summary {
+    /// An empty summary for `commits` commits judged by `opts`.
+    fn of(opts: &Options, commits: usize) -> Summary {
+        Summary {
+            threshold_pct: opts.stats.min_effect_pct,
+            alpha: opts.stats.alpha,
+            commits,
+            ..Default::default()
+        }
+    }
 }
 
 /// One commit's cells and comparisons.
@@ -556,49 +581,6 @@ fn commit_row(
         title,
         cells,
         comparisons,
-    }
-}
-
-/// Count one commit's verdicts, flags and methods into the summary.
-fn tally(summary: &mut Summary, row: &CommitRow, bands: &Calibration) {
-    let mut agent_ok = false;
-    for c in &row.comparisons {
-        if let Some(v) = c.verdict {
-            match (&c.agent, c.against.as_str()) {
-                (None, _) => summary.human_vs_baseline.add(v),
-                (Some(id), "baseline") => summary
-                    .agent_vs_baseline
-                    .entry(id.clone())
-                    .or_default()
-                    .add(v),
-                (Some(id), _) => summary.agent_vs_human.entry(id.clone()).or_default().add(v),
-            }
-            agent_ok |= c.agent.is_some();
-        }
-        if c.flag.is_some() {
-            summary.flagged += 1;
-        }
-        if let Some(m) = c.method {
-            *summary.by_method.entry(m.as_str().to_string()).or_default() += 1;
-            if m == Method::Uncalibrated {
-                summary.uncalibrated += 1;
-            }
-        }
-        if let (Some(p), Some(cell), Some(Method::NoiseBand)) =
-            (&c.primary, row.cells.first(), c.method)
-        {
-            let k = Calibration::key(p, band::size_class(cell.model.as_deref()));
-            if let Some(b) = bands.bands.get(&k) {
-                summary.bands.insert(k, b.clone());
-            }
-        }
-    }
-    let hb_ok = row
-        .comparisons
-        .first()
-        .is_some_and(|c| c.agent.is_none() && c.verdict.is_some());
-    if hb_ok && agent_ok {
-        summary.usable_3way += 1;
     }
 }
 

@@ -128,7 +128,8 @@ pub fn render_table(r: &Report) -> String {
     o
 }
 
-fn table_row(row: &CommitRow, summary: &Summary) -> String {
+/// One commit's lines of the table; of the summary only the judge (threshold, α) is read.
+pub(super) fn table_row(row: &CommitRow, summary: &Summary) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{} {}", short(&row.commit), row.title);
     let ms = row_metrics(row);

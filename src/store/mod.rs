@@ -10,6 +10,8 @@
 //! ([`Store::docs`]). [`StoreObserver`] persists a running sweep and flushes every state
 //! transition before the engine acts on it; other events ride along with the next flush.
 //! Full logs stay in files under `<store>/logs`; the ending event of an attempt names them.
+//! What reads keep between them (the results table's rows) is a file beside the database,
+//! [`view`]: derived, rebuilt whenever missing or stale.
 
 mod history;
 pub mod record;
@@ -17,6 +19,7 @@ pub mod resume;
 pub mod salvage;
 pub mod show;
 pub mod sled;
+pub mod view;
 
 use crate::engine::observer::Observer;
 use crate::event::{Envelope, Event};
@@ -104,6 +107,9 @@ pub struct Store {
     dir: PathBuf,
     backend: Box<dyn Backend>,
     runs: BTreeMap<String, RunSummary>,
+    /// Each run summary's stored bytes, hashed: what a kept read was made from. Missing
+    /// while a summary changed in memory and is not yet written.
+    digests: std::collections::HashMap<String, u64>,
     plan: Option<PlanSnapshot>,
     next_seq: u64,
     life: u32,
@@ -245,26 +251,33 @@ impl Store {
                 Ok(())
             })
             .map_err(|e| damaged(format!("{e:#}")))?;
-        let runs: BTreeMap<String, RunSummary> = {
+        let (runs, digests) = {
             use rayon::prelude::*;
-            let decoded: Vec<RunSummary> = raw
+            let decoded: Vec<(RunSummary, u64)> = raw
                 .par_iter()
                 .map(|(k, v)| {
-                    dec::<RunSummary>(v).map_err(|e| {
+                    let run = dec::<RunSummary>(v).map_err(|e| {
                         damaged(format!(
                             "unreadable run {}: {e}",
                             String::from_utf8_lossy(k)
                         ))
-                    })
+                    })?;
+                    Ok((run, view::digest(v)))
                 })
-                .collect::<Result<_, _>>()?;
-            decoded.into_iter().map(|r| (r.key.clone(), r)).collect()
+                .collect::<Result<_, StoreError>>()?;
+            let digests = decoded.iter().map(|(r, d)| (r.key.clone(), *d)).collect();
+            let runs: BTreeMap<String, RunSummary> = decoded
+                .into_iter()
+                .map(|(r, _)| (r.key.clone(), r))
+                .collect();
+            (runs, digests)
         };
         let next_seq = next_seq_of(backend.as_ref()).map_err(|e| damaged(e.to_string()))?;
         Ok(Store {
             dir: dir.to_path_buf(),
             backend,
             runs,
+            digests,
             plan,
             next_seq,
             life,
@@ -333,22 +346,7 @@ impl Store {
         let docs: Vec<(String, RunDoc)> = self
             .runs
             .par_iter()
-            .map(|(k, s)| {
-                let ran_as = s.ran_as();
-                let mut d = RunDoc::of_owned_record(ran_as.clone(), s.record.clone());
-                d.key = k.clone();
-                if ran_as != &s.info {
-                    // The doc is the run as planned now; its attempt ran as planned then.
-                    if let Some(a) = d.attempts.first_mut() {
-                        a.info = Some(std::mem::replace(&mut d.info, s.info.clone()));
-                    } else {
-                        d.info = s.info.clone();
-                    }
-                }
-                d.predicted = s.predicted.clone();
-                d.removed = s.removed;
-                (k.clone(), d)
-            })
+            .map(|(k, s)| (k.clone(), summary_doc(k, s)))
             .collect();
         docs.into_iter().collect()
     }
@@ -358,7 +356,7 @@ impl Store {
         let mut out: Vec<&RunDoc> = docs.values().collect();
         let order = |d: &RunDoc| self.runs.get(&d.key).map_or(u32::MAX, |s| s.order);
         // Cached: one summary lookup per run, not one per comparison (10,000 runs).
-        out.sort_by_cached_key(|d| (d.removed, if d.removed { 0 } else { order(d) }));
+        out.sort_by_cached_key(|d| view::order_key(d.removed, order(d)));
         out
     }
 
@@ -396,15 +394,18 @@ impl Store {
     }
 
     pub fn put_run(&mut self, run: RunSummary) -> anyhow::Result<()> {
-        self.backend
-            .put(Tree::Runs, run.key.as_bytes(), &enc(&run)?)?;
+        let bytes = enc(&run)?;
+        self.backend.put(Tree::Runs, run.key.as_bytes(), &bytes)?;
+        self.digests.insert(run.key.clone(), view::digest(&bytes));
         self.runs.insert(run.key.clone(), run);
         Ok(())
     }
 
-    fn write_run(&self, key: &str) -> anyhow::Result<()> {
+    fn write_run(&mut self, key: &str) -> anyhow::Result<()> {
         if let Some(run) = self.runs.get(key) {
-            self.backend.put(Tree::Runs, key.as_bytes(), &enc(run)?)?;
+            let bytes = enc(run)?;
+            self.backend.put(Tree::Runs, key.as_bytes(), &bytes)?;
+            self.digests.insert(key.to_string(), view::digest(&bytes));
         }
         Ok(())
     }
@@ -443,6 +444,24 @@ impl Store {
     pub fn flush(&self) -> anyhow::Result<()> {
         self.backend.flush()
     }
+}
+
+/// A run as the report reads it from its summary alone (see [`Store::summary_docs`]).
+fn summary_doc(k: &str, s: &RunSummary) -> RunDoc {
+    let ran_as = s.ran_as();
+    let mut d = RunDoc::of_owned_record(ran_as.clone(), s.record.clone());
+    d.key = k.to_string();
+    if ran_as != &s.info {
+        // The doc is the run as planned now; its attempt ran as planned then.
+        if let Some(a) = d.attempts.first_mut() {
+            a.info = Some(std::mem::replace(&mut d.info, s.info.clone()));
+        } else {
+            d.info = s.info.clone();
+        }
+    }
+    d.predicted = s.predicted.clone();
+    d.removed = s.removed;
+    d
 }
 
 /// Upgrade a store written with an older schema, in place; each version adds one step here
@@ -651,6 +670,7 @@ impl Observer for StoreObserver {
                 }
             }
             let seq = store.next_seq;
+            store.digests.remove(k);
             let s = store.runs.get_mut(k).expect("checked above");
             match &env.event {
                 Event::State {

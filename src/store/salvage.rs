@@ -60,11 +60,16 @@ fn from_copy(dir: &Path) -> Option<Salvaged> {
     opened
 }
 
-/// The database's files: everything in the store but the logs and our own runtime files.
+/// The database's files: everything in the store but the logs, our own runtime files and
+/// what reads keep (`view.*`, derived from the rest).
 fn db_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for e in std::fs::read_dir(dir)?.flatten() {
         let name = e.file_name();
-        if name == "logs" || name == "nightshift.sock" || name == "daemon.log" {
+        if name == "logs"
+            || name == "nightshift.sock"
+            || name == "daemon.log"
+            || name.to_string_lossy().starts_with("view.")
+        {
             continue;
         }
         let ty = e.file_type()?;

@@ -1,0 +1,428 @@
+//! The results table kept between reads: each commit's rendered rows and its share of the
+//! summary, with what they were made from. A read checks each commit's inputs (its runs as
+//! stored, the judge, the build) and the noise bands its verdicts could consult, rebuilds
+//! only the commits where one changed, and hands those back to be kept. The text is the
+//! same as [`super::render_table`] of [`super::build`] over the same runs (tested); at
+//! 10,000 runs a read with nothing changed is string concatenation.
+
+use super::render::{render_summary, table_row};
+use super::share::Share;
+use super::{by_commit, commit_row, comparable, learn_from, repeat_groups, with_calibration};
+use super::{Group, Options, Summary};
+use crate::stats::{band, Calibration};
+use crate::store::record::RunDoc;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use xxhash_rust::xxh3::Xxh3;
+
+/// One commit's part of the table, as kept.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Materialised {
+    /// The fingerprint of what it was made from ([`inputs_of`]).
+    pub inputs: u64,
+    /// The fingerprint of the bands of its cells' size classes when it was made.
+    pub bands: u64,
+    pub classes: Vec<String>,
+    /// What it lends to the learned bands.
+    pub groups: Vec<Group>,
+    pub share: Share,
+    /// Its lines of the table.
+    pub table: String,
+}
+
+impl Materialised {
+    /// As kept: the length of a JSON header, the header, then the table's text as is (JSON
+    /// would escape every newline and make each read unescape it).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let head = Head {
+            inputs: self.inputs,
+            bands: self.bands,
+            classes: &self.classes,
+            groups: self
+                .groups
+                .iter()
+                .map(|(m, c, v)| {
+                    (
+                        m.as_str(),
+                        c.as_str(),
+                        v.iter().map(|x| x.to_bits()).collect(),
+                    )
+                })
+                .collect(),
+            share: &self.share,
+            table: xxhash_rust::xxh3::xxh3_64(self.table.as_bytes()),
+        };
+        let head = serde_json::to_vec(&head).unwrap_or_default();
+        let mut out = Vec::with_capacity(4 + head.len() + self.table.len());
+        out.extend_from_slice(&(head.len() as u32).to_be_bytes());
+        out.extend_from_slice(&head);
+        out.extend_from_slice(self.table.as_bytes());
+        out
+    }
+
+    /// None for anything not written by [`Materialised::to_bytes`] (torn, or another format).
+    pub fn from_bytes(b: &[u8]) -> Option<Materialised> {
+        let len = u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        let head: OwnedHead = serde_json::from_slice(b.get(4..4 + len)?).ok()?;
+        let table = b.get(4 + len..)?;
+        if xxhash_rust::xxh3::xxh3_64(table) != head.table {
+            return None;
+        }
+        let table = std::str::from_utf8(table).ok()?.to_string();
+        Some(Materialised {
+            inputs: head.inputs,
+            bands: head.bands,
+            classes: head.classes,
+            groups: head
+                .groups
+                .into_iter()
+                .map(|(m, c, v)| (m, c, v.into_iter().map(f64::from_bits).collect()))
+                .collect(),
+            share: head.share,
+            table,
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct Head<'a> {
+    inputs: u64,
+    bands: u64,
+    classes: &'a [String],
+    /// Values as their bits: JSON's decimal text does not read back every `f64` exactly,
+    /// and the bands learned from them must be the bands the rows were made with.
+    groups: Vec<(&'a str, &'a str, Vec<u64>)>,
+    share: &'a Share,
+    /// The digest of the table's text that follows.
+    table: u64,
+}
+
+#[derive(Deserialize)]
+struct OwnedHead {
+    inputs: u64,
+    bands: u64,
+    classes: Vec<String>,
+    groups: Vec<(String, String, Vec<u64>)>,
+    share: Share,
+    table: u64,
+}
+
+/// One commit to show, in order: the fingerprint of its inputs now, and what was kept.
+pub struct Pending {
+    pub inputs: u64,
+    pub kept: Option<Materialised>,
+}
+
+pub struct Table {
+    pub text: String,
+    /// The entries this read rebuilt, by index into the commits: to keep for the next.
+    pub rebuilt: Vec<(usize, Materialised)>,
+}
+
+/// The fingerprint of a commit's inputs: `salt` (the build that renders), the judge, and
+/// each run's stored bytes (their digests, in plan order).
+pub fn inputs_of(salt: u64, opts: &Options, runs: impl IntoIterator<Item = u64>) -> u64 {
+    let mut h = Xxh3::new();
+    h.update(&salt.to_le_bytes());
+    for x in [
+        opts.stats.alpha,
+        opts.stats.min_effect_pct,
+        opts.stats.uncalibrated_pct,
+        opts.token_share,
+    ] {
+        h.update(&x.to_bits().to_le_bytes());
+    }
+    for d in runs {
+        h.update(&d.to_le_bytes());
+    }
+    h.digest()
+}
+
+/// The fingerprint of the bands a row of these size classes could consult.
+fn bands_of(bands: &Calibration, classes: &[String], memo: &mut HashMap<String, u64>) -> u64 {
+    let mut h = Xxh3::new();
+    for class in classes {
+        let one = *memo.entry(class.clone()).or_insert_with(|| {
+            let mut h = Xxh3::new();
+            let suffix = format!("@{class}");
+            for (k, b) in bands.bands.iter().filter(|(k, _)| k.ends_with(&suffix)) {
+                h.update(k.as_bytes());
+                h.update(&b.sigma.to_bits().to_le_bytes());
+                h.update(&(b.groups as u64).to_le_bytes());
+                h.update(&(b.runs as u64).to_le_bytes());
+                h.update(b.source.as_bytes());
+            }
+            h.digest()
+        });
+        h.update(&one.to_le_bytes());
+    }
+    h.digest()
+}
+
+/// The table over `pending` commits, rebuilding what is stale; `load(i)` reads commit
+/// `i`'s runs (any order) and is called only for those.
+pub fn table<F>(pending: Vec<Pending>, load: F, opts: &Options) -> Table
+where
+    F: Fn(usize) -> Vec<RunDoc> + Sync,
+{
+    use rayon::prelude::*;
+    let inputs: Vec<u64> = pending.iter().map(|p| p.inputs).collect();
+    let mut kept: Vec<Option<Materialised>> = pending
+        .into_iter()
+        .map(|p| p.kept.filter(|m| m.inputs == p.inputs))
+        .collect();
+    let mut docs: Vec<Option<Vec<RunDoc>>> = kept
+        .par_iter()
+        .enumerate()
+        .map(|(i, k)| k.is_none().then(|| load(i)))
+        .collect();
+    // The bands come from every commit's repeats: kept ones lend theirs as kept.
+    let stale_groups: Vec<Option<Vec<Group>>> = docs
+        .par_iter()
+        .map(|d| d.as_ref().map(|d| groups_in(d)))
+        .collect();
+    let groups = kept
+        .iter()
+        .zip(&stale_groups)
+        .flat_map(|(k, g)| match (k, g) {
+            (Some(m), _) => m.groups.iter(),
+            (None, Some(g)) => g.iter(),
+            (None, None) => [].iter(),
+        });
+    let bands = with_calibration(learn_from(groups), opts);
+    // A kept row whose size classes' bands moved is stale too.
+    let mut memo = HashMap::new();
+    for (i, k) in kept.iter_mut().enumerate() {
+        if k.as_ref()
+            .is_some_and(|m| m.bands != bands_of(&bands, &m.classes, &mut memo))
+        {
+            *k = None;
+            docs[i] = Some(load(i));
+        }
+    }
+    let mut summary = Summary::of(opts, kept.len());
+    let level = 1.0 - opts.stats.alpha;
+    let rebuilt: Vec<(usize, Materialised)> = docs
+        .into_par_iter()
+        .enumerate()
+        .filter_map(|(i, d)| Some((i, d?)))
+        .map_init(comparable::CommandFacts::default, |cache, (i, d)| {
+            let refs: Vec<&RunDoc> = d.iter().collect();
+            let m = match by_commit(&refs).into_iter().next() {
+                Some((commit, title, groups)) => {
+                    let row = commit_row(commit, title, &groups, level, opts, &bands, cache);
+                    let mut classes: Vec<String> = row
+                        .cells
+                        .iter()
+                        .map(|c| band::size_class(c.model.as_deref()).to_string())
+                        .collect();
+                    classes.sort();
+                    classes.dedup();
+                    Materialised {
+                        inputs: inputs[i],
+                        bands: bands_of(&bands, &classes, &mut HashMap::new()),
+                        classes,
+                        groups: repeat_groups(&groups),
+                        share: Share::of(&groups, &row),
+                        table: table_row(&row, &summary),
+                    }
+                }
+                None => Materialised {
+                    inputs: inputs[i],
+                    bands: 0,
+                    classes: Vec::new(),
+                    groups: Vec::new(),
+                    share: Share::default(),
+                    table: String::new(),
+                },
+            };
+            (i, m)
+        })
+        .collect();
+    let mut rebuilt_at: Vec<Option<&Materialised>> = vec![None; kept.len()];
+    for (i, m) in &rebuilt {
+        rebuilt_at[*i] = Some(m);
+    }
+    let rows: Vec<&Materialised> = kept
+        .iter()
+        .zip(&rebuilt_at)
+        .filter_map(|(k, r)| k.as_ref().or(*r))
+        .collect();
+    for m in &rows {
+        m.share.add_to(&mut summary, &bands);
+    }
+    let tail = render_summary(&summary, false);
+    let mut text =
+        String::with_capacity(rows.iter().map(|m| m.table.len()).sum::<usize>() + tail.len());
+    for m in &rows {
+        text.push_str(&m.table);
+    }
+    text.push_str(&tail);
+    Table { text, rebuilt }
+}
+
+/// A commit's repeat groups from its runs in any order.
+fn groups_in(docs: &[RunDoc]) -> Vec<Group> {
+    let refs: Vec<&RunDoc> = docs.iter().collect();
+    by_commit(&refs)
+        .into_iter()
+        .flat_map(|(_, _, g)| repeat_groups(&g))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Variant;
+    use crate::report::tests::doc_with;
+    use crate::report::{build, render_table};
+
+    /// Commits c0..c5: c0–c1 with two repeats a variant (they teach the bands), the rest
+    /// single runs (judged by those bands); c5 of another model size.
+    fn night(bump: impl Fn(&str, &Variant, u32) -> f64) -> Vec<RunDoc> {
+        let mut docs = Vec::new();
+        for c in 0..6 {
+            let commit = format!("c{c}");
+            let repeats = if c < 2 { 3 } else { 1 };
+            for v in [
+                Variant::Baseline,
+                Variant::Human,
+                Variant::Agent("a".into()),
+            ] {
+                for r in 0..repeats {
+                    let base = 100.0 + f64::from(c) + f64::from(r) * 1.5;
+                    let tput = base * (1.0 + bump(&commit, &v, r));
+                    let mut d = doc_with(
+                        &commit,
+                        v.clone(),
+                        r,
+                        "vllm bench serve",
+                        &[("output_throughput_tok_s", tput), ("mean_ttft_ms", 50.0)],
+                    );
+                    if c == 5 {
+                        let big = Some("org/m-70B".to_string());
+                        d.info.model = big.clone();
+                        if let Some(i) = d.attempts[0].info.as_mut() {
+                            i.model = big;
+                        }
+                    }
+                    docs.push(d);
+                }
+            }
+        }
+        docs
+    }
+
+    fn human_gain(commit: &str, v: &Variant, _: u32) -> f64 {
+        if *v == Variant::Human && commit != "c0" {
+            0.08
+        } else {
+            0.0
+        }
+    }
+
+    /// Per commit in order: its docs and the fingerprint of their bytes.
+    fn commits(docs: &[RunDoc]) -> Vec<(Vec<RunDoc>, u64)> {
+        let mut out: Vec<(Vec<RunDoc>, u64)> = Vec::new();
+        for d in docs {
+            match out.last_mut() {
+                Some((ds, _)) if ds[0].info.commit == d.info.commit => ds.push(d.clone()),
+                _ => out.push((vec![d.clone()], 0)),
+            }
+        }
+        for (ds, inputs) in &mut out {
+            let digests = ds
+                .iter()
+                .map(|d| xxhash_rust::xxh3::xxh3_64(&serde_json::to_vec(d).unwrap()));
+            *inputs = inputs_of(7, &Options::with_threshold(2.0), digests);
+        }
+        out
+    }
+
+    fn read(docs: &[RunDoc], kept: &[Option<Materialised>]) -> Table {
+        let cs = commits(docs);
+        let pending = cs
+            .iter()
+            .zip(kept)
+            .map(|((_, inputs), k)| Pending {
+                inputs: *inputs,
+                kept: k.clone(),
+            })
+            .collect();
+        table(pending, |i| cs[i].0.clone(), &Options::with_threshold(2.0))
+    }
+
+    fn full(docs: &[RunDoc]) -> String {
+        let refs: Vec<&RunDoc> = docs.iter().collect();
+        render_table(&build(&refs, &Options::with_threshold(2.0)))
+    }
+
+    fn keep(t: Table, n: usize) -> Vec<Option<Materialised>> {
+        let mut kept = vec![None; n];
+        for (i, m) in t.rebuilt {
+            kept[i] = Some(m);
+        }
+        kept
+    }
+
+    #[test]
+    fn a_kept_table_reads_as_the_full_report_and_rebuilds_only_what_changed() {
+        let docs = night(human_gain);
+        let want = full(&docs);
+        assert!(want.contains("noise band"), "the bands are in use:\n{want}");
+        let first = read(&docs, &vec![None; 6]);
+        assert_eq!(first.text, want);
+        assert_eq!(first.rebuilt.len(), 6);
+        let kept = keep(first, 6);
+
+        // Nothing changed: nothing rebuilt, the same text.
+        let again = read(&docs, &kept);
+        assert_eq!(again.text, want);
+        assert!(again.rebuilt.is_empty());
+
+        // One single run changed: only its commit is rebuilt.
+        let moved = night(|c, v, r| human_gain(c, v, r) + if c == "c3" { 0.2 } else { 0.0 });
+        let t = read(&moved, &kept);
+        assert_eq!(t.text, full(&moved));
+        assert_ne!(t.text, want);
+        assert_eq!(t.rebuilt.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [3]);
+    }
+
+    #[test]
+    fn when_the_learned_bands_move_the_rows_that_lean_on_them_are_rebuilt() {
+        let docs = night(human_gain);
+        let kept = keep(read(&docs, &vec![None; 6]), 6);
+        // c1's repeats spread wider: the small-model band widens, so every small-model
+        // row's verdicts may change; the 70B commit (c5) keeps its row.
+        let noisier =
+            night(|c, v, r| human_gain(c, v, r) + if c == "c1" && r == 2 { 0.1 } else { 0.0 });
+        let t = read(&noisier, &kept);
+        assert_eq!(t.text, full(&noisier));
+        let mut rebuilt: Vec<usize> = t.rebuilt.iter().map(|(i, _)| *i).collect();
+        rebuilt.sort();
+        assert_eq!(rebuilt, [0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_kept_row_reads_back_and_a_torn_one_does_not() {
+        let t = read(&night(human_gain), &vec![None; 6]);
+        for (_, m) in &t.rebuilt {
+            let b = m.to_bytes();
+            assert_eq!(Materialised::from_bytes(&b).as_ref(), Some(m));
+            assert_eq!(Materialised::from_bytes(&b[..b.len() / 2 + 3]), None);
+        }
+        assert_eq!(Materialised::from_bytes(b"{\"inputs\": 1"), None);
+        assert_eq!(Materialised::from_bytes(&[0, 0, 0, 200, b'{']), None);
+    }
+
+    #[test]
+    fn a_kept_row_of_other_inputs_is_not_reused() {
+        let docs = night(human_gain);
+        let mut kept = keep(read(&docs, &vec![None; 6]), 6);
+        // Another commit's row kept under c2 (say, another judge): never shown for c2.
+        kept[2] = kept[4].clone();
+        let t = read(&docs, &kept);
+        assert_eq!(t.text, full(&docs));
+        assert_eq!(t.rebuilt.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [2]);
+    }
+}
