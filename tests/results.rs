@@ -157,12 +157,16 @@ fn results_options_are_checked_and_html_is_one_page() {
 
 /// The table as the full report over the run summaries draws it (no kept rows).
 fn full_table(store: &Path, judge: nightshift::report::Judge) -> String {
+    nightshift::report::render_table(&full_report(store, judge))
+}
+
+fn full_report(store: &Path, judge: nightshift::report::Judge) -> nightshift::report::Report {
     use nightshift::report;
     let s = Store::open(store, false).unwrap();
     let docs = s.summary_docs();
     let mut opts = report::Options::of(judge);
     opts.calibration = s.calibration();
-    report::render_table(&report::build(&s.in_order(&docs), &opts))
+    report::build(&s.in_order(&docs), &opts)
 }
 
 fn results_cli(store: &Path, extra: &[&str]) -> String {
@@ -205,6 +209,8 @@ fn kept_rows_read_as_the_full_report() {
     assert!(want.contains("n=2"), "{want}");
     // The sweep's end kept every row: the morning's first read rebuilds none.
     assert_eq!(results_logged(&store, &[]), (want.clone(), 0));
+    let md = nightshift::report::render_md(&full_report(&store, Judge::default()));
+    assert_eq!(results_logged(&store, &["--format", "md"]), (md, 0));
     {
         let s = Store::open(&store, false).unwrap();
         let ids: Vec<&str> = s.commits_in_order().iter().map(|(c, _)| *c).collect();

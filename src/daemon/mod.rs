@@ -173,7 +173,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         let digest = tokio::task::spawn_blocking(move || {
             let s = store.lock().unwrap_or_else(|e| e.into_inner());
             // The morning's first `results` then reads kept rows.
-            crate::daemon::results::keep_table(&s);
+            crate::daemon::results::keep_texts(&s);
             crate::daemon::commands::write_digest(&s)
         })
         .await;

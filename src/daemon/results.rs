@@ -15,8 +15,13 @@ pub fn results_text(
 ) -> anyhow::Result<String> {
     let mut opts = report::Options::of(judge);
     opts.calibration = store.calibration();
-    if format == "table" && filter.is_empty() {
-        return Ok(kept_table(store, &opts));
+    let kept = match format {
+        "table" => Some(view::Text::Table),
+        "md" => Some(view::Text::Markdown),
+        _ => None,
+    };
+    if let (Some(text), true) = (kept, filter.is_empty()) {
+        return Ok(kept_text(store, text, &opts));
     }
     // Records of every attempt need the event log; the report itself reads one attempt per
     // run, which the run summaries already hold (fast at 10,000 runs).
@@ -51,23 +56,22 @@ pub fn results_text(
     Ok(text)
 }
 
-/// Bring the kept table up to date (the sweep's end does, for the morning's reads).
-pub fn keep_table(store: &Store) {
+/// Bring the kept texts up to date (the sweep's end does, for the morning's reads).
+pub fn keep_texts(store: &Store) {
     let mut opts = report::Options::of(report::Judge::default());
     opts.calibration = store.calibration();
-    drop_aside(kept_table(store, &opts));
+    for text in [view::Text::Table, view::Text::Markdown] {
+        drop_aside(kept_text(store, text, &opts));
+    }
 }
 
-/// Under this name the table's rows are kept in the store's `view`.
-const TABLE: &str = "table";
-
-/// The table, reusing the rows kept from an earlier read where their inputs are unchanged,
+/// The text, reusing the rows kept from an earlier read where their inputs are unchanged,
 /// and keeping the rows it rebuilt (unless this is a private copy of a store in use).
-fn kept_table(store: &Store, opts: &report::Options) -> String {
+fn kept_text(store: &Store, text: view::Text, opts: &report::Options) -> String {
     use rayon::prelude::*;
     let commits = store.commits_in_order();
     let ids: Vec<&str> = commits.iter().map(|(c, _)| *c).collect();
-    let kept = store.kept(TABLE, &ids);
+    let kept = store.kept(text.name(), &ids);
     let salt = build_salt();
     let digests = store.run_digests();
     // An unreadable entry (another build's, or torn) is simply rebuilt; a run changed in
@@ -78,13 +82,14 @@ fn kept_table(store: &Store, opts: &report::Options) -> String {
         .map(|((_, keys), bytes)| {
             let d: Option<Vec<u64>> = keys.iter().map(|k| digests.get(*k).copied()).collect();
             view::Pending {
-                inputs: d.map_or(0, |d| view::inputs_of(salt, opts, d)),
+                inputs: d.map_or(0, |d| view::inputs_of(salt, text, opts, d)),
                 kept: bytes.as_deref().and_then(view::Materialised::from_bytes),
             }
         })
         .collect();
     let runs = store.runs();
-    let t = view::table(
+    let t = view::read(
+        text,
         pending,
         |i| crate::store::view::summary_docs_of(runs, &commits[i].1),
         opts,
@@ -114,8 +119,11 @@ fn kept_table(store: &Store, opts: &report::Options) -> String {
                 Some((ids[i], b?))
             })
             .collect();
-        if let Err(e) = store.keep(TABLE, &entries) {
-            tracing::warn!("results: the table could not be kept for the next read: {e:#}");
+        if let Err(e) = store.keep(text.name(), &entries) {
+            tracing::warn!(
+                "results: the {} could not be kept for the next read: {e:#}",
+                text.name()
+            );
         }
     }
     drop_aside(t.rebuilt);

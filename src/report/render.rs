@@ -243,52 +243,61 @@ pub fn render_summary(s: &Summary, md: bool) -> String {
 }
 
 pub fn render_md(r: &Report) -> String {
-    let mut o = String::from("# Results\n\n");
+    let mut o = String::from(MD_HEAD);
     for row in &r.rows {
-        let _ = writeln!(
-            o,
-            "### `{}` {}\n",
-            short(&row.commit),
-            row.title.replace('|', "\\|")
-        );
-        let ms = row_metrics(row);
-        o.push_str("| variant |");
-        for (_, l) in &ms {
-            let _ = write!(o, " {l} |");
-        }
-        o.push_str(" status |\n|---|");
-        for _ in &ms {
-            o.push_str("---:|");
-        }
-        o.push_str("---|\n");
-        for c in &row.cells {
-            let _ = write!(o, "| {} |", c.variant);
-            for (k, _) in &ms {
-                let v = c.stats.get(*k).map(|s| {
-                    if s.n > 1 {
-                        format!("{} [{}, {}]", num(s.median), num(s.ci_low), num(s.ci_high))
-                    } else {
-                        num(s.median)
-                    }
-                });
-                let _ = write!(o, " {} |", v.as_deref().unwrap_or("–"));
-            }
-            let _ = writeln!(o, " {} |", status_text(c).replace('|', "\\|"));
-        }
-        for cmp in &row.comparisons {
-            let _ = write!(o, "| *{}* |", cmp.label);
-            for (k, _) in &ms {
-                let _ = write!(o, " {} |", delta_cell(cmp, k).as_deref().unwrap_or("–"));
-            }
-            let mut v = verdict_text(cmp, &r.summary);
-            for f in extra_flags(cmp) {
-                let _ = write!(v, "; ⚑ {f}");
-            }
-            let _ = writeln!(o, " **{}** |", v.replace('|', "\\|"));
-        }
-        o.push('\n');
+        o.push_str(&md_row(row, &r.summary));
     }
     o.push_str(&render_summary(&r.summary, true));
+    o
+}
+
+pub(super) const MD_HEAD: &str = "# Results\n\n";
+
+/// One commit's section of the Markdown; of the summary only the judge is read.
+pub(super) fn md_row(row: &CommitRow, summary: &Summary) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "### `{}` {}\n",
+        short(&row.commit),
+        row.title.replace('|', "\\|")
+    );
+    let ms = row_metrics(row);
+    o.push_str("| variant |");
+    for (_, l) in &ms {
+        let _ = write!(o, " {l} |");
+    }
+    o.push_str(" status |\n|---|");
+    for _ in &ms {
+        o.push_str("---:|");
+    }
+    o.push_str("---|\n");
+    for c in &row.cells {
+        let _ = write!(o, "| {} |", c.variant);
+        for (k, _) in &ms {
+            let v = c.stats.get(*k).map(|s| {
+                if s.n > 1 {
+                    format!("{} [{}, {}]", num(s.median), num(s.ci_low), num(s.ci_high))
+                } else {
+                    num(s.median)
+                }
+            });
+            let _ = write!(o, " {} |", v.as_deref().unwrap_or("–"));
+        }
+        let _ = writeln!(o, " {} |", status_text(c).replace('|', "\\|"));
+    }
+    for cmp in &row.comparisons {
+        let _ = write!(o, "| *{}* |", cmp.label);
+        for (k, _) in &ms {
+            let _ = write!(o, " {} |", delta_cell(cmp, k).as_deref().unwrap_or("–"));
+        }
+        let mut v = verdict_text(cmp, summary);
+        for f in extra_flags(cmp) {
+            let _ = write!(v, "; ⚑ {f}");
+        }
+        let _ = writeln!(o, " **{}** |", v.replace('|', "\\|"));
+    }
+    o.push('\n');
     o
 }
 

@@ -1,11 +1,12 @@
-//! The results table kept between reads: each commit's rendered rows and its share of the
+//! The results text kept between reads: each commit's rendered rows and its share of the
 //! summary, with what they were made from. A read checks each commit's inputs (its runs as
 //! stored, the judge, the build) and the noise bands its verdicts could consult, rebuilds
 //! only the commits where one changed, and hands those back to be kept. The text is the
-//! same as [`super::render_table`] of [`super::build`] over the same runs (tested); at
+//! same as [`super::render_table`] (or `render_md`) of [`super::build`] over the same runs
+//! (tested); at
 //! 10,000 runs a read with nothing changed is string concatenation.
 
-use super::render::{render_summary, table_row};
+use super::render::{md_row, render_summary, table_row, MD_HEAD};
 use super::share::Share;
 use super::{by_commit, commit_row, comparable, learn_from, repeat_groups, with_calibration};
 use super::{Group, Options, Summary};
@@ -15,7 +16,40 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use xxhash_rust::xxh3::Xxh3;
 
-/// One commit's part of the table, as kept.
+/// Which text the rows are: the terminal table or the Markdown (the default `results`
+/// and the one pasted into a PR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Text {
+    Table,
+    Markdown,
+}
+
+impl Text {
+    /// Its `--format` name, and the name it is kept under.
+    pub fn name(self) -> &'static str {
+        match self {
+            Text::Table => "table",
+            Text::Markdown => "md",
+        }
+    }
+    fn head(self) -> &'static str {
+        match self {
+            Text::Table => "",
+            Text::Markdown => MD_HEAD,
+        }
+    }
+    fn row(self, row: &super::CommitRow, summary: &Summary) -> String {
+        match self {
+            Text::Table => table_row(row, summary),
+            Text::Markdown => md_row(row, summary),
+        }
+    }
+    fn tail(self, summary: &Summary) -> String {
+        render_summary(summary, self == Text::Markdown)
+    }
+}
+
+/// One commit's part of the text, as kept.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Materialised {
     /// The fingerprint of what it was made from ([`inputs_of`]).
@@ -26,12 +60,12 @@ pub struct Materialised {
     /// What it lends to the learned bands.
     pub groups: Vec<Group>,
     pub share: Share,
-    /// Its lines of the table.
-    pub table: String,
+    /// Its part of the text.
+    pub text: String,
 }
 
 impl Materialised {
-    /// As kept: the length of a JSON header, the header, then the table's text as is (JSON
+    /// As kept: the length of a JSON header, the header, then the text as is (JSON
     /// would escape every newline and make each read unescape it).
     pub fn to_bytes(&self) -> Vec<u8> {
         let head = Head {
@@ -50,13 +84,13 @@ impl Materialised {
                 })
                 .collect(),
             share: &self.share,
-            table: xxhash_rust::xxh3::xxh3_64(self.table.as_bytes()),
+            text: xxhash_rust::xxh3::xxh3_64(self.text.as_bytes()),
         };
         let head = serde_json::to_vec(&head).unwrap_or_default();
-        let mut out = Vec::with_capacity(4 + head.len() + self.table.len());
+        let mut out = Vec::with_capacity(4 + head.len() + self.text.len());
         out.extend_from_slice(&(head.len() as u32).to_be_bytes());
         out.extend_from_slice(&head);
-        out.extend_from_slice(self.table.as_bytes());
+        out.extend_from_slice(self.text.as_bytes());
         out
     }
 
@@ -64,11 +98,11 @@ impl Materialised {
     pub fn from_bytes(b: &[u8]) -> Option<Materialised> {
         let len = u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize;
         let head: OwnedHead = serde_json::from_slice(b.get(4..4 + len)?).ok()?;
-        let table = b.get(4 + len..)?;
-        if xxhash_rust::xxh3::xxh3_64(table) != head.table {
+        let text = b.get(4 + len..)?;
+        if xxhash_rust::xxh3::xxh3_64(text) != head.text {
             return None;
         }
-        let table = std::str::from_utf8(table).ok()?.to_string();
+        let text = std::str::from_utf8(text).ok()?.to_string();
         Some(Materialised {
             inputs: head.inputs,
             bands: head.bands,
@@ -79,7 +113,7 @@ impl Materialised {
                 .map(|(m, c, v)| (m, c, v.into_iter().map(f64::from_bits).collect()))
                 .collect(),
             share: head.share,
-            table,
+            text,
         })
     }
 }
@@ -93,8 +127,8 @@ struct Head<'a> {
     /// and the bands learned from them must be the bands the rows were made with.
     groups: Vec<(&'a str, &'a str, Vec<u64>)>,
     share: &'a Share,
-    /// The digest of the table's text that follows.
-    table: u64,
+    /// The digest of the text that follows.
+    text: u64,
 }
 
 #[derive(Deserialize)]
@@ -104,7 +138,7 @@ struct OwnedHead {
     classes: Vec<String>,
     groups: Vec<(String, String, Vec<u64>)>,
     share: Share,
-    table: u64,
+    text: u64,
 }
 
 /// One commit to show, in order: the fingerprint of its inputs now, and what was kept.
@@ -113,17 +147,23 @@ pub struct Pending {
     pub kept: Option<Materialised>,
 }
 
-pub struct Table {
+pub struct Read {
     pub text: String,
     /// The entries this read rebuilt, by index into the commits: to keep for the next.
     pub rebuilt: Vec<(usize, Materialised)>,
 }
 
-/// The fingerprint of a commit's inputs: `salt` (the build that renders), the judge, and
-/// each run's stored bytes (their digests, in plan order).
-pub fn inputs_of(salt: u64, opts: &Options, runs: impl IntoIterator<Item = u64>) -> u64 {
+/// The fingerprint of a commit's inputs: `salt` (the build that renders), the text, the
+/// judge, and each run's stored bytes (their digests, in plan order).
+pub fn inputs_of(
+    salt: u64,
+    text: Text,
+    opts: &Options,
+    runs: impl IntoIterator<Item = u64>,
+) -> u64 {
     let mut h = Xxh3::new();
     h.update(&salt.to_le_bytes());
+    h.update(text.name().as_bytes());
     for x in [
         opts.stats.alpha,
         opts.stats.min_effect_pct,
@@ -159,9 +199,9 @@ fn bands_of(bands: &Calibration, classes: &[String], memo: &mut HashMap<String, 
     h.digest()
 }
 
-/// The table over `pending` commits, rebuilding what is stale; `load(i)` reads commit
-/// `i`'s runs (any order) and is called only for those.
-pub fn table<F>(pending: Vec<Pending>, load: F, opts: &Options) -> Table
+/// The text over `pending` commits, rebuilding what is stale; `load(i)` reads commit `i`'s
+/// runs (in plan order) and is called only for those.
+pub fn read<F>(text: Text, pending: Vec<Pending>, load: F, opts: &Options) -> Read
 where
     F: Fn(usize) -> Vec<RunDoc> + Sync,
 {
@@ -224,7 +264,7 @@ where
                         classes,
                         groups: repeat_groups(&groups),
                         share: Share::of(&groups, &row),
-                        table: table_row(&row, &summary),
+                        text: text.row(&row, &summary),
                     }
                 }
                 None => Materialised {
@@ -233,7 +273,7 @@ where
                     classes: Vec::new(),
                     groups: Vec::new(),
                     share: Share::default(),
-                    table: String::new(),
+                    text: String::new(),
                 },
             };
             (i, m)
@@ -251,14 +291,16 @@ where
     for m in &rows {
         m.share.add_to(&mut summary, &bands);
     }
-    let tail = render_summary(&summary, false);
-    let mut text =
-        String::with_capacity(rows.iter().map(|m| m.table.len()).sum::<usize>() + tail.len());
+    let (head, tail) = (text.head(), text.tail(&summary));
+    let mut out = String::with_capacity(
+        head.len() + rows.iter().map(|m| m.text.len()).sum::<usize>() + tail.len(),
+    );
+    out.push_str(head);
     for m in &rows {
-        text.push_str(&m.table);
+        out.push_str(&m.text);
     }
-    text.push_str(&tail);
-    Table { text, rebuilt }
+    out.push_str(&tail);
+    Read { text: out, rebuilt }
 }
 
 /// A commit's repeat groups from its runs in any order.
@@ -275,7 +317,7 @@ mod tests {
     use super::*;
     use crate::model::Variant;
     use crate::report::tests::doc_with;
-    use crate::report::{build, render_table};
+    use crate::report::{build, render_md, render_table};
 
     /// Commits c0..c5: c0–c1 with two repeats a variant (they teach the bands), the rest
     /// single runs (judged by those bands); c5 of another model size.
@@ -334,12 +376,12 @@ mod tests {
             let digests = ds
                 .iter()
                 .map(|d| xxhash_rust::xxh3::xxh3_64(&serde_json::to_vec(d).unwrap()));
-            *inputs = inputs_of(7, &Options::with_threshold(2.0), digests);
+            *inputs = inputs_of(7, Text::Table, &Options::with_threshold(2.0), digests);
         }
         out
     }
 
-    fn read(docs: &[RunDoc], kept: &[Option<Materialised>]) -> Table {
+    fn read_as(text: Text, docs: &[RunDoc], kept: &[Option<Materialised>]) -> Read {
         let cs = commits(docs);
         let pending = cs
             .iter()
@@ -349,7 +391,12 @@ mod tests {
                 kept: k.clone(),
             })
             .collect();
-        table(pending, |i| cs[i].0.clone(), &Options::with_threshold(2.0))
+        read(
+            text,
+            pending,
+            |i| cs[i].0.clone(),
+            &Options::with_threshold(2.0),
+        )
     }
 
     fn full(docs: &[RunDoc]) -> String {
@@ -357,7 +404,11 @@ mod tests {
         render_table(&build(&refs, &Options::with_threshold(2.0)))
     }
 
-    fn keep(t: Table, n: usize) -> Vec<Option<Materialised>> {
+    fn read_with(docs: &[RunDoc], kept: &[Option<Materialised>]) -> Read {
+        read_as(Text::Table, docs, kept)
+    }
+
+    fn keep(t: Read, n: usize) -> Vec<Option<Materialised>> {
         let mut kept = vec![None; n];
         for (i, m) in t.rebuilt {
             kept[i] = Some(m);
@@ -370,19 +421,19 @@ mod tests {
         let docs = night(human_gain);
         let want = full(&docs);
         assert!(want.contains("noise band"), "the bands are in use:\n{want}");
-        let first = read(&docs, &vec![None; 6]);
+        let first = read_with(&docs, &vec![None; 6]);
         assert_eq!(first.text, want);
         assert_eq!(first.rebuilt.len(), 6);
         let kept = keep(first, 6);
 
         // Nothing changed: nothing rebuilt, the same text.
-        let again = read(&docs, &kept);
+        let again = read_with(&docs, &kept);
         assert_eq!(again.text, want);
         assert!(again.rebuilt.is_empty());
 
         // One single run changed: only its commit is rebuilt.
         let moved = night(|c, v, r| human_gain(c, v, r) + if c == "c3" { 0.2 } else { 0.0 });
-        let t = read(&moved, &kept);
+        let t = read_with(&moved, &kept);
         assert_eq!(t.text, full(&moved));
         assert_ne!(t.text, want);
         assert_eq!(t.rebuilt.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [3]);
@@ -391,12 +442,12 @@ mod tests {
     #[test]
     fn when_the_learned_bands_move_the_rows_that_lean_on_them_are_rebuilt() {
         let docs = night(human_gain);
-        let kept = keep(read(&docs, &vec![None; 6]), 6);
+        let kept = keep(read_with(&docs, &vec![None; 6]), 6);
         // c1's repeats spread wider: the small-model band widens, so every small-model
         // row's verdicts may change; the 70B commit (c5) keeps its row.
         let noisier =
             night(|c, v, r| human_gain(c, v, r) + if c == "c1" && r == 2 { 0.1 } else { 0.0 });
-        let t = read(&noisier, &kept);
+        let t = read_with(&noisier, &kept);
         assert_eq!(t.text, full(&noisier));
         let mut rebuilt: Vec<usize> = t.rebuilt.iter().map(|(i, _)| *i).collect();
         rebuilt.sort();
@@ -405,7 +456,7 @@ mod tests {
 
     #[test]
     fn a_kept_row_reads_back_and_a_torn_one_does_not() {
-        let t = read(&night(human_gain), &vec![None; 6]);
+        let t = read_with(&night(human_gain), &vec![None; 6]);
         for (_, m) in &t.rebuilt {
             let b = m.to_bytes();
             assert_eq!(Materialised::from_bytes(&b).as_ref(), Some(m));
@@ -418,11 +469,24 @@ mod tests {
     #[test]
     fn a_kept_row_of_other_inputs_is_not_reused() {
         let docs = night(human_gain);
-        let mut kept = keep(read(&docs, &vec![None; 6]), 6);
+        let mut kept = keep(read_with(&docs, &vec![None; 6]), 6);
         // Another commit's row kept under c2 (say, another judge): never shown for c2.
         kept[2] = kept[4].clone();
-        let t = read(&docs, &kept);
+        let t = read_with(&docs, &kept);
         assert_eq!(t.text, full(&docs));
         assert_eq!(t.rebuilt.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [2]);
+    }
+
+    #[test]
+    fn the_markdown_is_kept_the_same_way() {
+        let docs = night(human_gain);
+        let refs: Vec<&RunDoc> = docs.iter().collect();
+        let want = render_md(&build(&refs, &Options::with_threshold(2.0)));
+        let first = read_as(Text::Markdown, &docs, &vec![None; 6]);
+        assert_eq!(first.text, want);
+        let kept = keep(first, 6);
+        let again = read_as(Text::Markdown, &docs, &kept);
+        assert_eq!(again.text, want);
+        assert!(again.rebuilt.is_empty());
     }
 }
