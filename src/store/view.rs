@@ -91,7 +91,7 @@ impl Store {
                 out.extend_from_slice(part);
             }
         }
-        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+        let tmp = path.with_file_name(format!("view.{name}.tmp.{}", std::process::id()));
         std::fs::write(&tmp, &out)?;
         std::fs::rename(&tmp, &path).inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);
