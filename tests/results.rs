@@ -248,3 +248,89 @@ fn kept_rows_read_as_the_full_report() {
     assert_eq!(rebuilt, 0, "the second sweep's end kept its rows");
     assert!(after.contains("b9999999"), "{after}");
 }
+
+/// The daemon answers `results` from its live store while runs change under it: at every
+/// event of a sweep the kept table must read as a full rebuild (a run changed in memory and
+/// not yet written is never served from a kept row).
+#[test]
+fn the_kept_table_is_never_stale_during_a_sweep() {
+    use nightshift::daemon::results::results_text;
+    use nightshift::engine::observer::Observer;
+    use nightshift::engine::{Engine, EngineOptions};
+    use nightshift::event::Envelope;
+    use nightshift::report;
+    use nightshift::store::resume::{self, ResumeOptions};
+    use std::sync::{Arc, Mutex};
+
+    struct Check {
+        store: Arc<Mutex<Store>>,
+        reads: usize,
+        stale: Vec<String>,
+    }
+    impl Observer for Check {
+        fn on_event(&mut self, env: &Envelope) -> anyhow::Result<()> {
+            let s = self.store.lock().unwrap();
+            let kept = results_text(&s, "table", &[], report::Judge::default())?;
+            let docs = s.summary_docs();
+            let opts = report::Options::of(report::Judge::default());
+            let full = report::render_table(&report::build(&s.in_order(&docs), &opts));
+            self.reads += 1;
+            if kept != full && self.stale.len() < 3 {
+                self.stale
+                    .push(format!("after {:?}:\n{kept}\n---\n{full}", env.event));
+            }
+            Ok(())
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = Arc::new(nightshift::bench::synthetic_plan_of(24, &["serving"]));
+    let store = Store::open(&tmp.path().join("store"), true).unwrap();
+    let (obs, state, _) = resume::prepare(store, &plan, &ResumeOptions::default()).unwrap();
+    let shared = obs.shared();
+    let report = Arc::new(Mutex::new((0, Vec::new())));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let out = report.clone();
+    rt.block_on(async move {
+        let (engine, _c) = Engine::new(
+            plan.clone(),
+            Arc::new(nightshift::runtime::sim::SimRuntime::new(
+                nightshift::runtime::sim::Speed::Max,
+            )),
+            EngineOptions {
+                gpus: 2,
+                seed: 3,
+                wait_for_operator: false,
+            },
+        );
+        let mut engine = engine.with_state(state).with_time_scale(0.0);
+        engine.observe(Box::new(obs));
+        engine.observe(Box::new(Reporting(
+            Check {
+                store: shared,
+                reads: 0,
+                stale: Vec::new(),
+            },
+            out,
+        )));
+        engine
+            .run(tokio_util::sync::CancellationToken::new())
+            .await
+            .unwrap();
+    });
+    let (reads, stale) = std::mem::take(&mut *report.lock().unwrap());
+    assert!(reads > 100, "only {reads} reads");
+    assert!(stale.is_empty(), "{}", stale.join("\n=====\n"));
+
+    /// Hands the check's counts out when the engine drops its observers.
+    struct Reporting(Check, Arc<Mutex<(usize, Vec<String>)>>);
+    impl Observer for Reporting {
+        fn on_event(&mut self, env: &Envelope) -> anyhow::Result<()> {
+            self.0.on_event(env)
+        }
+    }
+    impl Drop for Reporting {
+        fn drop(&mut self) {
+            *self.1.lock().unwrap() = (self.0.reads, std::mem::take(&mut self.0.stale));
+        }
+    }
+}
