@@ -272,18 +272,42 @@ pub struct App {
     /// The box's noise bands from `nightshift calibrate`, as the daemon's store holds them:
     /// the results view judges as `results` does.
     pub calibration: crate::stats::Calibration,
+    /// The bands the night's own repeats teach, learned over every run as `results` learns
+    /// them (the compare view builds one commit's report, which alone would learn from that
+    /// commit only). Forgotten when a run ends; learned again when next asked.
+    learned: std::cell::RefCell<Option<crate::stats::Calibration>>,
     pub keymap: KeyMap,
     pub hits: Hits,
     pub log_dir: Option<std::path::PathBuf>,
 }
 
 impl App {
-    /// How the results view and its exports judge: `results`' defaults and the box's
-    /// calibration (one definition with the CLI's report).
+    /// How the results view and its exports judge: `results`' defaults, the bands learned
+    /// from the whole night's repeats and the box's calibration over them (one definition
+    /// with the CLI's report, whichever commits a view builds).
     pub fn report_options(&self) -> crate::report::Options {
         let mut o = crate::report::Options::of(crate::report::Judge::default());
-        o.calibration = self.calibration.clone();
+        let mut bands = self.learned_bands();
+        for (k, b) in &self.calibration.bands {
+            bands.bands.insert(k.clone(), b.clone());
+        }
+        o.calibration = bands;
         o
+    }
+
+    fn learned_bands(&self) -> crate::stats::Calibration {
+        // Without repeats there is nothing to learn: no pass over the runs per frame.
+        if !self.plan.runs.iter().any(|r| r.repeat > 0) {
+            return Default::default();
+        }
+        if let Some(c) = self.learned.borrow().as_ref() {
+            return c.clone();
+        }
+        let docs = crate::tui::export::docs(self);
+        let refs: Vec<&crate::store::record::RunDoc> = docs.iter().collect();
+        let c = crate::report::learn_bands(&refs);
+        *self.learned.borrow_mut() = Some(c.clone());
+        c
     }
 
     pub fn new(plan: Arc<Plan>, gpus: u32, theme: Theme, keymap: KeyMap) -> App {
@@ -351,6 +375,7 @@ impl App {
             toast: None,
             theme,
             calibration: Default::default(),
+            learned: Default::default(),
             keymap,
             hits: Hits::default(),
             log_dir: None,
@@ -431,6 +456,7 @@ impl App {
                 }
                 if matches!(to, RunState::Finished { .. } | RunState::Held { .. }) {
                     self.finished_order.push_back(*run);
+                    self.learned.take();
                 }
                 if self.auto_select {
                     let cur = self.selected_run();

@@ -19,8 +19,9 @@ pub fn docs(app: &App) -> Vec<RunDoc> {
         .collect()
 }
 
-/// The report over the live state. The TUI has no calibration at hand: bands come from the
-/// sweep's own repeats, else single runs say "threshold uncalibrated".
+/// The report over the live state, judged as `results` judges (see
+/// [`App::report_options`]): the store's calibration and the sweep's own repeats, else
+/// single runs say "threshold uncalibrated".
 pub fn report(app: &App) -> (Vec<RunDoc>, Report) {
     let docs = docs(app);
     let refs: Vec<&RunDoc> = docs.iter().collect();

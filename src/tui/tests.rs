@@ -53,6 +53,12 @@ impl Feed {
             },
         );
     }
+    fn succeed(&mut self, app: &mut App, at: u64, run: u32) {
+        let to = RunState::Finished {
+            outcome: Outcome::Success,
+        };
+        self.state(app, at, run, to);
+    }
     fn stages(&mut self, app: &mut App, at: u64, run: u32, upto: Stage) {
         for (i, s) in Stage::ALL.iter().enumerate() {
             self.state(
@@ -116,14 +122,7 @@ pub fn scene() -> App {
         f.metric(&mut app, 30_000, run, "output_throughput_tok_s", tput);
         f.metric(&mut app, 30_000, run, "ttft_mean_ms", ttft);
         f.metric(&mut app, 30_000, run, "tpot_mean_ms", 11.5 - run as f64);
-        f.state(
-            &mut app,
-            40_000,
-            run,
-            RunState::Finished {
-                outcome: Outcome::Success,
-            },
-        );
+        f.succeed(&mut app, 40_000, run);
     }
     // The agent run of commit 0 is held on aimv2.
     f.stages(&mut app, 41_000, 2, Stage::LoadingServer);
@@ -737,4 +736,62 @@ fn the_results_chart_judges_with_the_stores_calibration() {
     );
     let after = super::views::compare::commit_report(&app, 0);
     assert_eq!(after.rows[0].comparisons[0].method, Some(Method::NoiseBand));
+}
+
+/// One commit's chart judges with the bands the whole night's repeats teach, as `results`
+/// and the exports do: a single-run commit beside commits with repeats is decided by the
+/// learned noise band, the same verdict as the full report's.
+#[test]
+fn the_results_chart_learns_bands_from_the_whole_night() {
+    use crate::stats::Method;
+    let mut text = String::from(
+        "schema_version = 1\nname = \"n\"\n[defaults]\nvariants = [\"baseline\", \"human\"]\n[images]\nhuman = \"h:{commit}\"\nbaseline = \"b:{commit}\"\n",
+    );
+    for (c, repeats) in [("a0000000", 1), ("a1111111", 3), ("a2222222", 3)] {
+        text.push_str(&format!(
+            "[[commits]]\ncommit = \"{c}\"\nparent = \"{c}0\"\nmodel = \"org/m-8B\"\ngpu_config = \"H100:1\"\nrepeats = {repeats}\nperf_command = '''python benchmarks/benchmark_serving.py --model org/m-8B'''\n"
+        ));
+    }
+    let plan = crate::plan::Plan::from_str_at(
+        "t.toml",
+        text,
+        std::path::Path::new("."),
+        std::path::Path::new("t.toml"),
+    )
+    .unwrap();
+    let mut app = App::new(
+        Arc::new(plan),
+        8,
+        Theme::builtin("dark").unwrap(),
+        KeyMap::default(),
+    );
+    let mut f = Feed { seq: 0 };
+    let specs: Vec<(u32, bool, u32)> = app
+        .plan
+        .runs
+        .iter()
+        .map(|r| (r.id.0, r.variant == crate::model::Variant::Human, r.repeat))
+        .collect();
+    for (run, human, repeat) in specs {
+        let tput = 1000.0 * if human { 1.06 } else { 1.0 } + f64::from(repeat) * 12.0;
+        f.stages(&mut app, 1_000, run, Stage::Parsing);
+        f.metric(&mut app, 30_000, run, "output_throughput_tok_s", tput);
+        f.succeed(&mut app, 40_000, run);
+    }
+    let chart = super::views::compare::commit_report(&app, 0);
+    let (_, full) = super::export::report(&app);
+    let (one, all) = (&chart.rows[0].comparisons[0], &full.rows[0].comparisons[0]);
+    assert_eq!(one.method, Some(Method::NoiseBand), "{one:?}");
+    assert_eq!(
+        (
+            one.verdict,
+            one.method,
+            one.primary_stats().and_then(|s| s.p_value)
+        ),
+        (
+            all.verdict,
+            all.method,
+            all.primary_stats().and_then(|s| s.p_value)
+        )
+    );
 }
