@@ -1,0 +1,334 @@
+//! What the end of an attempt decides: its outcome from the report, parse and diagnosis,
+//! the policy's action (retry, fix, hold, skip), a model's breaker, and queued fixes.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn finish(&mut self, run: RunId, report: RunReport) -> anyhow::Result<()> {
+        let Some(a) = self.active.remove(&run) else {
+            return Ok(());
+        };
+        self.pool.release(&a.gpus);
+        self.gpu_ms += a.started.elapsed().as_millis() * a.gpus.len() as u128;
+        let spec = self.plan.runs[run.0 as usize].clone();
+        let commit = self.plan.commit_of(&spec).clone();
+        let stage = a.stage;
+        let attempt = a.attempt;
+        if report.end == RunEnd::Cancelled {
+            // Operator cancel ends the run; a shutdown re-queues it for the next resume.
+            let to = if a.cancel_requested {
+                RunState::Finished {
+                    outcome: Outcome::Cancelled,
+                }
+            } else {
+                RunState::Queued
+            };
+            let detail = if a.cancel_requested {
+                "cancelled by the operator"
+            } else {
+                "interrupted by shutdown"
+            };
+            return self.set_state(run, to, Some(detail.into()));
+        }
+        let mut result = a.parser.finish();
+        for f in &report.result_files {
+            if let Ok(bytes) = std::fs::read(f) {
+                let r = parse::parse_bytes(&bytes);
+                if r.has_result() {
+                    result.metrics.extend(r.metrics);
+                }
+            }
+        }
+        let bench_exit = match report.end {
+            RunEnd::BenchExited { exit_code } => Some(exit_code),
+            _ => None,
+        };
+        if bench_exit.is_some() && stage < Stage::Parsing {
+            self.set_state(
+                run,
+                RunState::Active {
+                    stage: Stage::Parsing,
+                },
+                None,
+            )?;
+        }
+        let ok = bench_exit == Some(0)
+            && result.has_result()
+            && result.successful_requests().is_none_or(|n| n > 0.0);
+        if ok {
+            // The streamed values usually are the result already; only what differs (an
+            // earlier block's value, a result file's number) is sent again.
+            let streamed = self.state.run(run).metrics.clone();
+            for (k, v) in result.metrics.clone() {
+                if streamed.get(&k) == Some(&v) {
+                    continue;
+                }
+                self.emit(Event::Metric {
+                    run,
+                    attempt,
+                    key: k,
+                    value: v,
+                })?;
+            }
+            self.policy.record_success_of(commit.model.as_deref());
+            return self.set_state(
+                run,
+                RunState::Finished {
+                    outcome: Outcome::Success,
+                },
+                None,
+            );
+        }
+        let ctx = FailureContext {
+            stage: Some(stage),
+            exit_code: match &report.end {
+                RunEnd::BenchExited { exit_code } => Some(*exit_code),
+                RunEnd::ServerDied { exit_code } => *exit_code,
+                _ => None,
+            },
+            signal: None,
+            timed_out: matches!(report.end, RunEnd::Timeout { .. }),
+            serving: commit.needs_server(),
+            vllm_version: self
+                .state
+                .run(run)
+                .vllm_version
+                .clone()
+                .or(commit.vllm_version.clone()),
+            bench_finished: bench_exit.is_some(),
+            has_result: result.has_result(),
+            successful_requests: result.successful_requests(),
+            patch_failed: matches!(report.end, RunEnd::PatchFailed { .. }),
+            pull_error: match &report.end {
+                RunEnd::ImageMissing { message } | RunEnd::DiskFull { message } => {
+                    Some(message.clone())
+                }
+                _ => None,
+            },
+            image_missing: matches!(report.end, RunEnd::ImageMissing { .. }),
+            bench_invalid: match &report.end {
+                RunEnd::BenchInvalid { message } => Some(message.clone()),
+                _ => None,
+            },
+            needs_build: match &report.end {
+                RunEnd::NeedsBuild { message } => Some(message.clone()),
+                _ => None,
+            },
+            disk_full: matches!(report.end, RunEnd::DiskFull { .. }),
+        };
+        let diagnosis = a
+            .scanner
+            .conclude(&ctx)
+            .unwrap_or_else(|| diagnose::Diagnosis {
+                category: Category::Other,
+                evidence: end_text(&report.end),
+                stream: None,
+                line_no: None,
+                recipe: None,
+                predicted: false,
+                confidence: diagnose::confidence::GUESS,
+                telling: vec![],
+            });
+        let applied = self.state.run(run).fixes.clone();
+        // A crash, Ctrl-C or stop that cut attempts short spends none of the run's retries.
+        let counted = self.state.run(run).counted_attempts();
+        let decision = self.policy.decide_in(
+            Some(&commit.commit),
+            commit.model.as_deref(),
+            &diagnosis,
+            counted,
+            &applied,
+        );
+        let category = diagnosis.category;
+        let finding = Finding {
+            category,
+            evidence: if diagnosis.evidence.is_empty() {
+                end_text(&report.end)
+            } else {
+                diagnosis.evidence.clone()
+            },
+            action: decision.action,
+            recipe: decision.recipe.clone().or(diagnosis.recipe.clone()),
+            reason: decision.reason.clone(),
+            predicted: false,
+            confidence: Some(diagnosis.confidence),
+            telling: diagnosis.telling.clone(),
+        };
+        self.emit(Event::Diagnosed {
+            run,
+            attempt,
+            finding: finding.clone(),
+        })?;
+        if let Some(reason) = &decision.pause_sweep {
+            self.emit(Event::Paused {
+                reason: reason.clone(),
+            })?;
+        }
+        if let Some((model, reason)) = &decision.hold_model {
+            self.emit(Event::ModelPaused {
+                model: model.clone(),
+                reason: reason.clone(),
+            })?;
+        }
+        let failed = RunState::Finished {
+            outcome: Outcome::Failed { category },
+        };
+        match decision.action {
+            Action::Retry => {
+                self.set_state(run, failed, Some(decision.reason.clone()))?;
+                let delay = Duration::try_from_secs_f64(
+                    decision.retry_after.unwrap_or_default().as_secs_f64() * self.time_scale,
+                )
+                .unwrap_or(Duration::from_secs(86_400));
+                let at = Instant::now()
+                    .checked_add(delay)
+                    .unwrap_or_else(Instant::now);
+                self.not_before.insert(run, at);
+                self.set_state(
+                    run,
+                    RunState::Queued,
+                    Some(format!("retry after {}s", delay.as_secs())),
+                )?;
+            }
+            Action::AutoFix => {
+                self.set_state(run, failed, Some(decision.reason.clone()))?;
+                if let Some(r) = &finding.recipe {
+                    self.queue_fix(run, r)?;
+                }
+                self.set_state(
+                    run,
+                    RunState::Queued,
+                    Some(format!(
+                        "retry with fix {}",
+                        finding.recipe.clone().unwrap_or_default()
+                    )),
+                )?;
+            }
+            Action::Operator => self.set_state(
+                run,
+                RunState::Held { category },
+                Some(decision.reason.clone()),
+            )?,
+            Action::PauseSweep => {
+                self.set_state(
+                    run,
+                    RunState::Held { category },
+                    Some(decision.reason.clone()),
+                )?;
+                if self.state.paused.is_none() {
+                    self.emit(Event::Paused {
+                        reason: decision.reason.clone(),
+                    })?;
+                }
+            }
+            Action::Skip => {
+                self.set_state(run, failed, Some(decision.reason.clone()))?;
+                if category == Category::GatedModelAuth {
+                    self.end_model_runs(run, category)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A gated model (no token, or no access) fails every run of it alike: skip the model's
+    /// queued runs (their reason begins [`NOT_RUN_GATED`], so `run --retry-failed
+    /// gated_model_auth` brings them back once the token has access); the night goes on.
+    pub(super) fn end_model_runs(&mut self, run: RunId, category: Category) -> anyhow::Result<()> {
+        let model = self
+            .plan
+            .commit_of(&self.plan.runs[run.0 as usize])
+            .model
+            .clone();
+        let Some(model) = model else {
+            return Ok(());
+        };
+        let same: Vec<RunId> = self
+            .plan
+            .runs
+            .iter()
+            .filter(|s| s.id != run && self.state.run(s.id).state == RunState::Queued)
+            .filter(|s| self.plan.commit_of(s).model.as_deref() == Some(model.as_str()))
+            .map(|s| s.id)
+            .collect();
+        for id in same {
+            self.skip(id, &format!(
+                "{NOT_RUN_GATED}{model} is gated or needs a token with access (run {run} was refused); `run --retry-failed {category}` once it has"
+            ))?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn queue_fix(&mut self, run: RunId, recipe: &str) -> anyhow::Result<()> {
+        let commit = self.plan.runs[run.0 as usize].commit;
+        self.pending_fixes
+            .entry(run)
+            .or_default()
+            .push(recipe.to_string());
+        let Some(r) = self.recipes.get(recipe) else {
+            return Ok(());
+        };
+        // Spread once per commit, by name: a recipe of steps only has no env to compare.
+        if r.scope != RecipeScope::Commit || !self.commit_recipes.insert((commit, r.name.clone())) {
+            return Ok(());
+        }
+        // Commit-scope workarounds apply to every variant so they stay comparable: variants
+        // that already ended without it run again with it.
+        let env = r.env.clone();
+        self.commit_env.entry(commit).or_default().extend(env);
+        let siblings: Vec<RunId> = self
+            .plan
+            .runs
+            .iter()
+            .filter(|s| s.commit == commit && s.id != run && s.skip_reason.is_none())
+            .map(|s| s.id)
+            .collect();
+        for id in siblings {
+            let ended = matches!(
+                self.state.run(id).state,
+                RunState::Held { .. }
+                    | RunState::Finished {
+                        outcome: Outcome::Success | Outcome::Failed { .. }
+                    }
+            );
+            if self.state.run(id).state == RunState::Queued {
+                self.pending_fixes
+                    .entry(id)
+                    .or_default()
+                    .push(recipe.to_string());
+            }
+            if ended {
+                self.pending_fixes
+                    .entry(id)
+                    .or_default()
+                    .push(recipe.to_string());
+                self.set_state(
+                    id,
+                    RunState::Queued,
+                    Some(format!(
+                        "re-run with commit-wide fix {recipe} so the variants stay comparable"
+                    )),
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn end_text(end: &RunEnd) -> String {
+    match end {
+        RunEnd::BenchExited { exit_code } => format!("benchmark exited with status {exit_code}"),
+        RunEnd::ServerDied { exit_code } => match exit_code {
+            Some(c) => format!("server exited with status {c}"),
+            None => "server exited".into(),
+        },
+        RunEnd::Timeout { stage } => format!("{stage} timed out"),
+        RunEnd::ImageMissing { message }
+        | RunEnd::DiskFull { message }
+        | RunEnd::PatchFailed { message }
+        | RunEnd::BenchInvalid { message }
+        | RunEnd::NeedsBuild { message } => message.clone(),
+        RunEnd::Error { stage, message } => format!("{stage}: {message}"),
+        RunEnd::Cancelled => "cancelled".into(),
+    }
+}

@@ -1,0 +1,265 @@
+//! Starting runs: the queue, GPUs and images ready, each attempt's job for the runtime, and
+//! the image task's demand and reports.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn start_runs(&mut self) -> anyhow::Result<()> {
+        if self.state.paused.is_some() || !self.schedule_dirty {
+            return Ok(());
+        }
+        self.schedule_dirty = false;
+        loop {
+            let now = Instant::now();
+            let not_before = &self.not_before;
+            let image_ok = |i: usize| self.image_ok(i);
+            // A model the breaker stopped: its runs wait, queued, holding no GPU.
+            let eligible = |i: usize| {
+                not_before.get(&RunId(i as u32)).is_none_or(|t| *t <= now)
+                    && image_ok(i)
+                    && !self.model_paused(i)
+            };
+            let Some(index) = self.queue.pick(&self.pool, eligible) else {
+                return Ok(());
+            };
+            let spec = &self.plan.runs[index];
+            let preferred = self.queue.preferred(spec.commit).to_vec();
+            let gpus = self
+                .pool
+                .take(spec.gpus, &preferred)
+                .expect("scheduler picked a run that fits");
+            self.start(RunId(index as u32), gpus)?;
+        }
+    }
+
+    /// The queue mirrors the state: rebuilt once (a resumed state never emitted its
+    /// `Queued` events), then kept in step by `emit`.
+    pub(super) fn rebuild_queue(&mut self) {
+        self.queue = Queue::default();
+        for (i, r) in self.state.runs.iter().enumerate() {
+            let spec = &self.plan.runs[i];
+            if r.attempt > 0 || !matches!(r.state, RunState::Queued | RunState::Active { .. }) {
+                self.queue.commit_started(spec.commit, &r.gpus);
+            }
+        }
+        for (i, r) in self.state.runs.iter().enumerate() {
+            let spec = &self.plan.runs[i];
+            if r.state == RunState::Queued && spec.gpus <= self.opts.gpus {
+                self.queue.push(i, spec.commit, spec.order, spec.gpus);
+            }
+        }
+        self.schedule_dirty = true;
+    }
+
+    pub(super) fn start(&mut self, id: RunId, gpus: Vec<u32>) -> anyhow::Result<()> {
+        let attempt = self.state.run(id).attempt.max(1);
+        let cancel = CancellationToken::new();
+        self.active.insert(
+            id,
+            Active {
+                attempt,
+                stage: Stage::PreparingImage,
+                cancel: cancel.clone(),
+                cancel_requested: false,
+                parser: StreamParser::new(),
+                scanner: Scanner::new(self.catalog.clone()),
+                gpus: gpus.clone(),
+                started: Instant::now(),
+                version_seen: false,
+            },
+        );
+        self.set_state(
+            id,
+            RunState::Active {
+                stage: Stage::PreparingImage,
+            },
+            None,
+        )?;
+        let spec_commit = self.plan.runs[id.0 as usize].commit;
+        let mut env = self
+            .commit_env
+            .get(&spec_commit)
+            .cloned()
+            .unwrap_or_default();
+        // Fixes stick to a run: a retry after a fixed attempt must not run on the unfixed
+        // image again (the runtime reuses the committed fixed image).
+        let mut fixes = self.state.run(id).fixes.clone();
+        for f in self.pending_fixes.remove(&id).unwrap_or_default() {
+            if !fixes.contains(&f) {
+                fixes.push(f);
+            }
+        }
+        for f in &fixes {
+            if let Some(r) = self.recipes.get(f) {
+                env.extend(r.env.clone());
+            }
+        }
+        let job = RunJob {
+            env,
+            fixes,
+            ..self.job(id, attempt, gpus)
+        };
+        let runtime = self.runtime.clone();
+        let sink = RunSink::new(id, attempt, self.msg_tx.clone());
+        tokio::spawn(async move {
+            let done = sink.clone();
+            let (rt, held) = (runtime.clone(), job.clone());
+            // A runtime that panics must still end the attempt and hand its GPUs back, but
+            // only once what it started is gone (`Done` is what releases them).
+            let report =
+                match tokio::spawn(async move { runtime.execute(job, sink, cancel).await }).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let reclaimed = match rt.reclaim(&held).await {
+                            Ok(lines) => lines.join("; "),
+                            Err(r) => format!("could not reclaim its containers: {r:#}"),
+                        };
+                        RunReport::new(RunEnd::Error {
+                            stage: Stage::PreparingImage,
+                            message: format!("runtime task failed: {e} {reclaimed}")
+                                .trim_end()
+                                .to_string(),
+                        })
+                    }
+                };
+            done.send(RuntimeMsg::Done(report)).await;
+        });
+        Ok(())
+    }
+
+    /// The job for an attempt of `id`, without the fixes and environment the engine adds.
+    pub(super) fn job(&self, id: RunId, attempt: u32, gpus: Vec<u32>) -> RunJob {
+        let plan = &self.plan;
+        let spec = &plan.runs[id.0 as usize];
+        let commit = plan.commit_of(spec);
+        let view = commit.view.clone().unwrap_or_else(|| {
+            crate::plan::CommandView::parse("true").expect("trivial command parses")
+        });
+        RunJob {
+            run: id,
+            attempt,
+            key: spec.key.clone(),
+            sweep: plan.name.clone(),
+            commit: commit.commit.clone(),
+            parent: commit.parent.clone(),
+            variant: spec.variant.clone(),
+            image: spec.image.clone().unwrap_or_default(),
+            model: commit.model.clone(),
+            command: commit.perf_command.clone().unwrap_or_default(),
+            view,
+            kind: commit.kind().unwrap_or(BenchKind::Serving),
+            gpus,
+            server_start_timeout: Duration::from_secs(spec.server_start_timeout_s),
+            run_timeout: Duration::from_secs(spec.run_timeout_s),
+            env: BTreeMap::new(),
+            fixes: Vec::new(),
+            patch: spec.patch.as_ref().map(|p| {
+                plan.path
+                    .parent()
+                    .unwrap_or(std::path::Path::new("."))
+                    .join(p)
+            }),
+            patch_dir: plan.images.patch_dir.clone(),
+            vllm_version: commit.vllm_version.clone(),
+            human_image: plan
+                .runs
+                .iter()
+                .find(|r| r.commit == spec.commit && r.variant == crate::model::Variant::Human)
+                .and_then(|r| r.image.clone()),
+            changes: commit.changes.clone(),
+            sim: commit.sim.clone(),
+            seed: mix(self.opts.seed, &spec.key, attempt),
+        }
+    }
+
+    /// What the remaining runs need of images, for the image task.
+    pub(super) fn demand(&self) -> images::Demand {
+        let mut d = images::Demand::default();
+        let mut all = std::collections::BTreeSet::new();
+        for (i, r) in self.state.runs.iter().enumerate() {
+            let Some(img) = self.plan.runs[i].image.as_ref().filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            all.insert(img.clone());
+            match &r.state {
+                RunState::Queued => {
+                    d.upcoming.push(img.clone());
+                    d.needed.insert(img.clone());
+                    if !d.jobs.contains_key(img) {
+                        let job = self.job(RunId(i as u32), r.attempt.max(1), Vec::new());
+                        d.jobs.insert(img.clone(), job);
+                    }
+                }
+                RunState::Held { .. } => {
+                    d.needed.insert(img.clone());
+                }
+                s if s.is_active() => {
+                    d.needed.insert(img.clone());
+                    d.in_use.insert(img.clone());
+                }
+                _ => {}
+            }
+        }
+        d.all = all.into_iter().collect();
+        d
+    }
+
+    pub(super) fn send_demand(&mut self) {
+        if !self.demand_dirty {
+            return;
+        }
+        self.demand_dirty = false;
+        if self.demand_tx.is_some() {
+            let d = self.demand();
+            if let Some(tx) = &self.demand_tx {
+                tx.send_replace(d);
+            }
+        }
+    }
+
+    /// Whether run `index` may take GPUs as far as its image goes: it is on the box, or
+    /// fetching it ahead failed (the attempt then pulls and the failure is diagnosed).
+    pub(super) fn image_ok(&self, index: usize) -> bool {
+        if self.demand_tx.is_none() {
+            return true;
+        }
+        match self.plan.runs[index].image.as_deref() {
+            None | Some("") => true,
+            Some(img) => matches!(
+                self.image_state.get(img),
+                Some(ImageStatus::Ready | ImageStatus::Failed)
+            ),
+        }
+    }
+
+    pub(super) fn on_image(&mut self, r: images::Report) -> anyhow::Result<()> {
+        if let Some((run, layer, done, total)) = r.pull {
+            return self.emit(Event::Pull {
+                run,
+                layer,
+                done,
+                total,
+            });
+        }
+        match r.status {
+            ImageStatus::Ready | ImageStatus::Failed => {
+                self.image_state.insert(r.image.clone(), r.status);
+                self.schedule_dirty = true;
+            }
+            ImageStatus::Evicted => {
+                self.image_state.remove(&r.image);
+            }
+            ImageStatus::Full if self.state.paused.is_none() => {
+                self.emit(Event::Paused {
+                    reason: format!("disk budget: {} needs room — {}", r.image, r.detail),
+                })?;
+            }
+            _ => {}
+        }
+        self.emit(Event::Image {
+            image: r.image,
+            status: r.status,
+            detail: r.detail,
+        })
+    }
+}
