@@ -1,0 +1,141 @@
+//! An agent's patch applied to the baseline image's vLLM source inside the container.
+
+use super::*;
+
+impl DockerRuntime {
+    /// Upload the agent's patch and apply it strictly; commit a per-attempt image.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn apply_patch(
+        &self,
+        job: &RunJob,
+        image: &str,
+        base: &image::ImageInfo,
+        sink: &RunSink,
+        lo: &Mutex<Leftovers>,
+        clock: &Clock,
+    ) -> Result<String, RunEnd> {
+        let failed = |m: String| RunEnd::PatchFailed { message: m };
+        let Some(path) = &job.patch else {
+            return Err(failed("agent variant without a patch file".into()));
+        };
+        let data = tokio::fs::read(path)
+            .await
+            .map_err(|e| failed(format!("cannot read patch {}: {e}", path.display())))?;
+        {
+            use sha2::Digest;
+            let h = sha2::Sha256::digest(&data);
+            let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
+            sink.send(RuntimeMsg::Provenance {
+                key: "patch_sha256".into(),
+                value: hex,
+            })
+            .await;
+        }
+        if let Some(built) = self.patch_build(job, image, sink, lo, clock).await? {
+            return Ok(built);
+        }
+        let name = self.prep_container(job, image, "patch", lo, clock).await?;
+        let tar = upload::single_file_tar("nightshift-agent.patch", &data)
+            .map_err(|e| err(Stage::StartingContainer, e))?;
+        self.upload(&name, "/tmp", tar, clock).await.map_err(|e| {
+            err(
+                Stage::StartingContainer,
+                format!("uploading the patch: {e}"),
+            )
+        })?;
+        // The plan's patch_dir where the image has it (ISO-Bench baselines: the editable
+        // tree); else the installed package's parent (a baseline derived by overlay keeps
+        // vLLM where the human image had it).
+        let configured = match &job.patch_dir {
+            Some(d) => exec::capture(
+                &self.docker,
+                &name,
+                vec!["test".into(), "-d".into(), d.clone()],
+                Vec::new(),
+            )
+            .await
+            .is_ok_and(|(code, _)| code == 0)
+            .then(|| d.clone()),
+            None => None,
+        };
+        let dir = match configured {
+            Some(d) => d,
+            None => {
+                let d = self.vllm_parent_dir(&name, sink, clock).await;
+                if let Some(p) = &job.patch_dir {
+                    self.dlog(
+                        sink,
+                        Pipe::Stdout,
+                        format!("{p} is not in this image: the patch applies where vllm is installed ({d})"),
+                    )
+                    .await;
+                }
+                d
+            }
+        };
+        let p = "/tmp/nightshift-agent.patch";
+        let script = format!(
+            "cd {dir} || exit 3; if command -v patch >/dev/null 2>&1; then \
+             echo '$ patch -p1 --dry-run'; patch -p1 --dry-run -i {p} || exit 1; \
+             echo '$ patch -p1'; patch -p1 -i {p} || exit 2; \
+             else echo '$ git apply --check'; git apply --check {p} || exit 1; \
+             echo '$ git apply'; git apply {p} || exit 2; fi",
+            dir = shell_words::quote(&dir)
+        );
+        self.dlog(
+            sink,
+            Pipe::Stdout,
+            format!("applying the patch of agent {} in {dir}", job.variant),
+        )
+        .await;
+        let (code, captured) = self.exec_captured(&name, script, sink, clock).await;
+        let code =
+            code.map_err(|e| err(Stage::StartingContainer, format!("applying the patch: {e}")))?;
+        if code != 0 {
+            let evidence = captured
+                .iter()
+                .rev()
+                .map(|(_, l)| l.trim())
+                .find(|l| !l.is_empty() && !l.starts_with("$ "))
+                .unwrap_or("")
+                .to_string();
+            let what = match code {
+                1 => "does not apply (dry run)",
+                2 => "failed while applying",
+                3 => "has no directory to apply in",
+                _ => "could not be applied",
+            };
+            return Err(failed(format!(
+                "patch {} {what} in {dir}: {evidence}",
+                path.display()
+            )));
+        }
+        let (repo, tag) = image::patched_ref(&job.sweep, &job.key, job.attempt);
+        let patched = format!("{repo}:{tag}");
+        lo.lock().unwrap().images.push(patched.clone());
+        self.commit(
+            &name,
+            (&repo, &tag),
+            base,
+            "nightshift agent patch",
+            &job.image,
+            clock,
+        )
+        .await?;
+        self.remove_now(&name, lo, clock).await;
+        Ok(patched)
+    }
+
+    /// Where `patch -p1` runs by default: the parent of the installed `vllm` package.
+    pub(super) async fn vllm_parent_dir(
+        &self,
+        container: &str,
+        sink: &RunSink,
+        clock: &Clock,
+    ) -> String {
+        let cmd = "python3 -c 'import os, importlib.util; print(os.path.dirname(os.path.dirname(importlib.util.find_spec(\"vllm\").origin)))'";
+        self.exec_stdout(container, cmd, sink, clock)
+            .await
+            .unwrap_or_else(|| "/".into())
+    }
+}
