@@ -1,0 +1,226 @@
+//! The commits expanded into runs: variants × repeats (in the blocks of `schedule`), each run's
+//! image, patch and key.
+
+use super::*;
+
+impl Builder {
+    pub(super) fn expand(
+        &mut self,
+        commits: &[CommitSpec],
+        defaults: &Defaults,
+        images: &Images,
+        agents: &[Agent],
+        raw: &[(RawCommit, Option<Loc>, FieldLocator)],
+    ) -> Vec<RunSpec> {
+        let mut runs = Vec::new();
+        let mut short_commit_template = 0usize;
+        // Keyed as CommitSpec keys them (lower case): an upper-case hash keeps its settings.
+        let by_commit: BTreeMap<String, (&RawCommit, &FieldLocator)> = raw
+            .iter()
+            .filter_map(|(rc, _, fl)| {
+                rc.commit
+                    .as_deref()
+                    .map(|c| (c.trim().to_ascii_lowercase(), (rc, fl)))
+            })
+            .collect();
+        // The built-in default lists `agent`; only a list the operator wrote is wrong to
+        // name it when there is no agent.
+        if agents.is_empty()
+            && defaults.variants_explicit
+            && defaults.variants.iter().any(|v| v == "agent")
+        {
+            self.error(
+                defaults.variants_loc.clone(),
+                None,
+                "variants",
+                "variant `agent` but the plan has no [[agents]] to run it with".into(),
+            );
+        }
+        for (ci, c) in commits.iter().enumerate() {
+            let (rc, fl) = match by_commit.get(&c.commit) {
+                Some((rc, fl)) => (Some(*rc), Some(*fl)),
+                None => (None, None),
+            };
+            let own = rc.and_then(|r| r.variants.clone());
+            // A commit's own list naming `agent` without agents (the defaults' list is
+            // checked once, above).
+            let explicit = own.is_some();
+            let variants_loc = fl.and_then(|fl| fl.loc("variants")).or(c.loc.clone());
+            let selectors = own.unwrap_or_else(|| defaults.variants.clone());
+            let mut variants: Vec<Variant> = Vec::new();
+            for s in &selectors {
+                match s.as_str() {
+                    "baseline" => variants.push(Variant::Baseline),
+                    "human" => variants.push(Variant::Human),
+                    "agent" if agents.is_empty() && explicit => {
+                        self.error(
+                            variants_loc.clone(),
+                            Some(&c.commit),
+                            "variants",
+                            "variant `agent` but the plan has no [[agents]] to run it with".into(),
+                        );
+                    }
+                    "agent" => variants.extend(agents.iter().map(|a| Variant::Agent(a.id.clone()))),
+                    other => {
+                        if let Some(id) = other.strip_prefix("agent:") {
+                            if agents.iter().any(|a| a.id == id) {
+                                variants.push(Variant::Agent(id.to_string()));
+                            } else {
+                                self.error(
+                                    c.loc.clone(),
+                                    Some(&c.commit),
+                                    "variants",
+                                    format!("variant agent:{id} names no [[agents]] entry"),
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+            variants.sort_by_key(|v| v.order());
+            variants.dedup();
+            let overrides = rc.map(|r| r.images.clone()).unwrap_or_default();
+            let patch_overrides = rc.map(|r| r.patches.clone()).unwrap_or_default();
+            let base_vars = template::vars(&images.org, &c.commit, c.parent.as_deref(), None, None);
+            let baseline_image = overrides
+                .get("baseline")
+                .cloned()
+                .map(Ok)
+                .unwrap_or_else(|| template::expand(&images.baseline, &base_vars));
+            if c.commit.len() < 40
+                && images.human.contains("{commit}")
+                && !overrides.contains_key("human")
+            {
+                short_commit_template += 1;
+            }
+            let repeats = match rc.and_then(|r| r.repeats) {
+                Some(0) => {
+                    self.error(
+                        fl.and_then(|f| f.loc("repeats")),
+                        Some(&c.commit),
+                        "repeats",
+                        "repeats must be at least 1".into(),
+                    );
+                    1
+                }
+                Some(n) => n,
+                None => defaults.repeats,
+            };
+            for (order, (v, repeat)) in schedule(&c.commit, &variants, repeats)
+                .into_iter()
+                .enumerate()
+            {
+                {
+                    let key = if repeats > 1 {
+                        format!(
+                            "{}/{}/r{}",
+                            &c.commit[..c.commit.len().min(12)],
+                            v,
+                            repeat + 1
+                        )
+                    } else {
+                        format!("{}/{}", &c.commit[..c.commit.len().min(12)], v)
+                    };
+                    let mut skip_reason = None;
+                    if let Some(inv) = &c.invalid {
+                        if defaults.on_invalid != OnInvalid::Run {
+                            skip_reason = Some(format!("invalid: {} ({})", inv.rule, inv.detail));
+                        }
+                    }
+                    if c.skip && skip_reason.is_none() {
+                        skip_reason = Some("skip = true in the plan".into());
+                    }
+                    let image = match &v {
+                        Variant::Human => overrides
+                            .get("human")
+                            .cloned()
+                            .map(Ok)
+                            .unwrap_or_else(|| template::expand(&images.human, &base_vars)),
+                        Variant::Baseline => baseline_image.clone(),
+                        Variant::Agent(id) => {
+                            let key = format!("agent:{id}");
+                            match overrides.get(&key).or_else(|| overrides.get("agent")) {
+                                Some(i) => Ok(i.clone()),
+                                None => match &baseline_image {
+                                    Ok(b) => {
+                                        let vars = template::vars(
+                                            &images.org,
+                                            &c.commit,
+                                            c.parent.as_deref(),
+                                            Some(id),
+                                            Some(b),
+                                        );
+                                        template::expand(&images.agent, &vars)
+                                    }
+                                    Err(e) => Err(e.clone()),
+                                },
+                            }
+                        }
+                    };
+                    let image = match image {
+                        Ok(i) => Some(i),
+                        Err(e) => {
+                            if skip_reason.is_none() {
+                                skip_reason = Some(format!("no image for {v}: {e}"));
+                            }
+                            None
+                        }
+                    };
+                    let patch = match &v {
+                        Variant::Agent(id) => {
+                            let agent = agents.iter().find(|a| &a.id == id);
+                            let t = patch_overrides
+                                .get(id)
+                                .cloned()
+                                .or_else(|| agent.and_then(|a| a.patch.clone()));
+                            match t {
+                                Some(t) => {
+                                    let vars = template::vars(
+                                        &images.org,
+                                        &c.commit,
+                                        c.parent.as_deref(),
+                                        Some(id),
+                                        None,
+                                    );
+                                    template::expand(&t, &vars).ok()
+                                }
+                                None => None,
+                            }
+                        }
+                        _ => None,
+                    };
+                    let gpus = c.gpu.count;
+                    runs.push(RunSpec {
+                        id: RunId(runs.len() as u32),
+                        commit: ci,
+                        variant: v.clone(),
+                        repeat,
+                        warmup: repeat == 0
+                            && repeats > 1
+                            && defaults.warmup == Warmup::DiscardFirst,
+                        order: if repeats > 1 {
+                            u8::try_from(order).unwrap_or(u8::MAX)
+                        } else {
+                            v.order()
+                        },
+                        key,
+                        image,
+                        patch,
+                        gpus,
+                        server_start_timeout_s: defaults.server_start_timeout_s,
+                        run_timeout_s: defaults
+                            .timeout_s_by_gpus
+                            .get(&gpus)
+                            .copied()
+                            .unwrap_or(defaults.run_timeout_s),
+                        skip_reason,
+                    });
+                }
+            }
+        }
+        if short_commit_template > 0 {
+            self.warn(None, None, "short_hash", format!("{short_commit_template} commits are abbreviated hashes; `{{commit}}` in the human image template expands to the prefix (give full hashes or per-commit images)"));
+        }
+        runs
+    }
+}
