@@ -1,0 +1,241 @@
+//! What the app does with what arrives: engine events, log lines into the rings, image
+//! fetch lines, GPU samples.
+
+use super::*;
+
+impl App {
+    pub fn on_envelope(&mut self, env: &Envelope) {
+        let _ = self.state.apply(env);
+        match &env.event {
+            Event::SweepStarted { runtime, gpus, .. } => {
+                self.runtime = runtime.clone();
+                self.gpus_total = *gpus;
+                self.finished = false;
+            }
+            Event::SweepFinished { .. } => self.finished = true,
+            Event::Log {
+                run,
+                stream,
+                pipe,
+                line,
+                ..
+            } => self.push_log(*run, *stream, *pipe, line),
+            Event::Pull {
+                run,
+                layer,
+                done,
+                total,
+            } => {
+                self.pull_layers
+                    .entry(*run)
+                    .or_default()
+                    .insert(layer.clone(), (*done, *total));
+            }
+            Event::Gpu { sample } => self.push_gpu(sample.clone()),
+            Event::Image {
+                image,
+                status,
+                detail,
+            } => self.push_image_line(image, *status, detail),
+            Event::State {
+                run, to, attempt, ..
+            } => {
+                if let RunState::Active {
+                    stage: crate::model::Stage::PreparingImage,
+                } = to
+                {
+                    self.pull_layers.remove(run);
+                    // The rings span attempts; say where a new one begins.
+                    let has_lines = self
+                        .logs
+                        .get(run.0 as usize)
+                        .is_some_and(|l| l.as_ref().is_some_and(|l| l.len() > 0));
+                    if has_lines {
+                        let marker = format!("──── attempt {attempt} ────");
+                        self.push_log(*run, Stream::Server, Pipe::Stdout, &marker);
+                        self.push_log(*run, Stream::Bench, Pipe::Stdout, &marker);
+                    }
+                }
+                if matches!(to, RunState::Finished { .. } | RunState::Held { .. }) {
+                    self.finished_order.push_back(*run);
+                    self.learned.take();
+                }
+                if self.auto_select {
+                    let cur = self.selected_run();
+                    let cur_active = cur.is_some_and(|r| self.state.run(r).state.is_active());
+                    if to.is_active() && !cur_active {
+                        self.select_run(*run);
+                    } else if Some(*run) == cur && !to.is_active() {
+                        // The one we watched ended: move to the newest still running.
+                        if let Some(next) = self.newest_active() {
+                            self.select_run(next);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn newest_active(&self) -> Option<RunId> {
+        self.state
+            .runs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.state.is_active())
+            .max_by_key(|(_, r)| r.started_ms.unwrap_or(0))
+            .map(|(i, _)| RunId(i as u32))
+    }
+
+    /// A prefetch's line (a build's log, a status) into each run still waiting for it.
+    pub(super) fn push_image_line(
+        &mut self,
+        image: &str,
+        status: crate::event::ImageStatus,
+        detail: &str,
+    ) {
+        use crate::event::ImageStatus;
+        let line = match status {
+            ImageStatus::Log if detail.is_empty() => return, // pull progress: the bar shows it
+            ImageStatus::Log => detail.to_string(),
+            s => format!("image {image} {}: {detail}", s.as_str()),
+        };
+        let pipe = match status {
+            ImageStatus::Failed | ImageStatus::Full => Pipe::Stderr,
+            _ => Pipe::Stdout,
+        };
+        let waiting: Vec<RunId> = self
+            .runs_by_image
+            .get(image)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|r| {
+                matches!(
+                    self.state.run(*r).state,
+                    RunState::Queued
+                        | RunState::Active {
+                            stage: crate::model::Stage::PreparingImage
+                        }
+                )
+            })
+            .collect();
+        for r in waiting {
+            self.push_log(r, Stream::Docker, pipe, &line);
+        }
+    }
+
+    pub(super) fn push_log(&mut self, run: RunId, stream: Stream, pipe: Pipe, line: &str) {
+        let Some(slot) = self.logs.get_mut(run.0 as usize) else {
+            return;
+        };
+        self.lines_seen += 1;
+        let logs = slot.get_or_insert_with(Default::default);
+        let (ring, tag) = match stream {
+            Stream::Bench => (&mut logs.bench, None),
+            Stream::Server => (&mut logs.server, None),
+            Stream::Docker => (&mut logs.server, Some("docker")),
+            Stream::Pull => (&mut logs.server, Some("pull")),
+        };
+        let error = is_error_line(line) || (pipe == Pipe::Stderr && tag.is_some());
+        ring.push_back(LogLine {
+            text: line.into(),
+            error,
+            tag,
+        });
+        let tab = if stream == Stream::Bench {
+            LogTab::Bench
+        } else {
+            LogTab::Server
+        };
+        if ring.len() > RING_LINES {
+            ring.pop_front();
+            logs.dropped += 1;
+            if let Some(a) = self.search_at.as_mut() {
+                *a = a.saturating_sub(1);
+            }
+        } else {
+            self.lines_in_memory += 1;
+        }
+        if !self.follow && self.selected_run() == Some(run) && self.log_tab == tab {
+            self.log_scroll += 1;
+        }
+        while self.lines_in_memory > TOTAL_LINES {
+            let Some(old) = self.finished_order.pop_front() else {
+                break;
+            };
+            if Some(old) == self.selected_run() {
+                continue;
+            }
+            if let Some(l) = self.logs[old.0 as usize].take() {
+                self.lines_in_memory -= l.len();
+            }
+        }
+    }
+
+    pub fn on_gpu(&mut self, msg: GpuMsg) {
+        match msg {
+            GpuMsg::Unavailable(why) => self.gpu_source = GpuSource::Unavailable(why),
+            GpuMsg::Samples(samples) => {
+                self.gpu_source = GpuSource::Nvml;
+                let n = samples
+                    .iter()
+                    .map(|(s, _)| s.index + 1)
+                    .max()
+                    .unwrap_or(0)
+                    .max(self.gpus_total);
+                let holders = crate::tui::gpu::holders(&self.state, n);
+                for (mut s, pids) in samples {
+                    s.run = holders
+                        .get(s.index as usize)
+                        .copied()
+                        .flatten()
+                        .map(|h| h.0);
+                    let foreign = if s.run.is_none() { pids.len() } else { 0 };
+                    let i = s.index as usize;
+                    self.push_gpu(s);
+                    self.gpus[i].foreign = foreign;
+                }
+            }
+        }
+    }
+
+    pub fn sim_gpu_tick(&mut self) {
+        self.gpu_source = GpuSource::Simulated;
+        for s in crate::tui::gpu::synthesize(&self.state, self.gpus_total, self.now_ms) {
+            self.push_gpu(s);
+        }
+    }
+
+    pub(super) fn push_gpu(&mut self, s: GpuSample) {
+        let i = s.index as usize;
+        while self.gpus.len() <= i {
+            let index = self.gpus.len() as u32;
+            self.gpus.push(GpuView {
+                foreign: 0,
+                // Until its own sample arrives, a GPU reads as "no sample".
+                sample: GpuSample {
+                    index,
+                    name: String::new(),
+                    util_pct: 0,
+                    mem_used_mib: 0,
+                    mem_total_mib: 0,
+                    temp_c: 0,
+                    power_w: 0,
+                    run: None,
+                },
+                util: VecDeque::new(),
+                mem_pct: VecDeque::new(),
+            });
+        }
+        let g = &mut self.gpus[i];
+        g.util.push_back(s.util_pct as u64);
+        g.mem_pct
+            .push_back(s.mem_used_mib * 100 / s.mem_total_mib.max(1));
+        if g.util.len() > GPU_HISTORY {
+            g.util.pop_front();
+            g.mem_pct.pop_front();
+        }
+        g.sample = s;
+    }
+}
