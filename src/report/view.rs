@@ -3,8 +3,7 @@
 //! stored, the judge, the build) and the noise bands its verdicts could consult, rebuilds
 //! only the commits where one changed, and hands those back to be kept. The text is the
 //! same as [`super::render_table`] (or `render_md`) of [`super::build`] over the same runs
-//! (tested); at
-//! 10,000 runs a read with nothing changed is string concatenation.
+//! (tested); at 10,000 runs a read with nothing changed is string concatenation.
 
 use super::render::{md_row, render_summary, table_row, MD_HEAD};
 use super::share::Share;
@@ -230,15 +229,25 @@ where
             (None, None) => [].iter(),
         });
     let bands = with_calibration(learn_from(groups), opts);
-    // A kept row whose size classes' bands moved is stale too.
+    // A kept row whose size classes' bands moved is stale too (a new repeat can move a
+    // band under thousands of rows: their runs are read on every core).
     let mut memo = HashMap::new();
-    for (i, k) in kept.iter_mut().enumerate() {
-        if k.as_ref()
-            .is_some_and(|m| m.bands != bands_of(&bands, &m.classes, &mut memo))
-        {
-            *k = None;
-            docs[i] = Some(load(i));
-        }
+    let moved: Vec<usize> = kept
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, k)| {
+            let stale = k
+                .as_ref()
+                .is_some_and(|m| m.bands != bands_of(&bands, &m.classes, &mut memo));
+            stale.then(|| {
+                *k = None;
+                i
+            })
+        })
+        .collect();
+    let reread: Vec<(usize, Vec<RunDoc>)> = moved.into_par_iter().map(|i| (i, load(i))).collect();
+    for (i, d) in reread {
+        docs[i] = Some(d);
     }
     let mut summary = Summary::of(opts, kept.len());
     let level = 1.0 - opts.stats.alpha;

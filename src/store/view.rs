@@ -20,7 +20,8 @@ pub fn order_key(removed: bool, order: u32) -> (bool, u32) {
 }
 
 /// These runs (of [`Store::runs`]) as the report reads them from their summaries, in the
-/// order given. Apart from the store, which is not shared between threads.
+/// order given. A function of the run map, not a method: the map can be shared between
+/// threads, the store (its database handle) cannot.
 pub fn summary_docs_of(runs: &BTreeMap<String, RunSummary>, keys: &[&str]) -> Vec<RunDoc> {
     keys.iter()
         .filter_map(|k| runs.get(*k).map(|s| summary_doc(k, s)))
