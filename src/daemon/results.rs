@@ -100,24 +100,16 @@ fn kept_text(store: &Store, text: view::Text, opts: &report::Options) -> String 
         commits.len()
     );
     if !t.rebuilt.is_empty() && !store.is_copy() {
-        let mut fresh: Vec<Option<Vec<u8>>> = vec![None; ids.len()];
+        // Every commit's row now: the kept ones as read, the rebuilt ones anew (a row that
+        // cannot be kept is dropped; commits gone from the plan drop out).
+        let mut now = kept;
         for (i, m) in &t.rebuilt {
-            if m.inputs != 0 {
-                fresh[*i] = Some(m.to_bytes());
-            }
+            now[*i] = (m.inputs != 0).then(|| m.to_bytes());
         }
-        let rebuilt: std::collections::HashSet<usize> = t.rebuilt.iter().map(|(i, _)| *i).collect();
-        // Every commit's row now: the kept ones as read, the rebuilt ones anew (commits
-        // gone from the plan drop out).
-        let entries: Vec<(&str, &[u8])> = (0..ids.len())
-            .filter_map(|i| {
-                let b = if rebuilt.contains(&i) {
-                    fresh[i].as_deref()
-                } else {
-                    kept[i].as_deref()
-                };
-                Some((ids[i], b?))
-            })
+        let entries: Vec<(&str, &[u8])> = ids
+            .iter()
+            .zip(&now)
+            .filter_map(|(id, b)| Some((*id, b.as_deref()?)))
             .collect();
         if let Err(e) = store.keep(text.name(), &entries) {
             tracing::warn!(

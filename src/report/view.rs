@@ -251,11 +251,13 @@ where
     }
     let mut summary = Summary::of(opts, kept.len());
     let level = 1.0 - opts.stats.alpha;
+    // Stale rows' groups are already known; rows whose bands moved learn theirs again.
     let rebuilt: Vec<(usize, Materialised)> = docs
         .into_par_iter()
+        .zip(stale_groups)
         .enumerate()
-        .filter_map(|(i, d)| Some((i, d?)))
-        .map_init(comparable::CommandFacts::default, |cache, (i, d)| {
+        .filter_map(|(i, (d, g))| Some((i, d?, g)))
+        .map_init(comparable::CommandFacts::default, |cache, (i, d, g)| {
             let refs: Vec<&RunDoc> = d.iter().collect();
             let m = match by_commit(&refs).into_iter().next() {
                 Some((commit, title, groups)) => {
@@ -271,7 +273,7 @@ where
                         inputs: inputs[i],
                         bands: bands_of(&bands, &classes, &mut HashMap::new()),
                         classes,
-                        groups: repeat_groups(&groups),
+                        groups: g.unwrap_or_else(|| repeat_groups(&groups)),
                         share: Share::of(&groups, &row),
                         text: text.row(&row, &summary),
                     }
