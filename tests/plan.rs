@@ -262,8 +262,14 @@ fn plan_show_json_gives_runs_with_images_and_command_views() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(runs.len(), 285);
-    let r = runs.iter().find(|r| r["key"] == "015069b0/human").unwrap();
-    assert_eq!(r["image"], "anonymous/vllm-bench:015069b0");
+    let r = runs
+        .iter()
+        .find(|r| r["key"] == "015069b01741/human")
+        .unwrap();
+    assert_eq!(
+        r["image"],
+        "anonymous/vllm-bench:015069b01741e9ecb9e604c7fe87fbdfc306ebe5"
+    );
     assert_eq!(r["command_view"]["kind"], "serving");
     assert_eq!(r["command_view"]["model"], "Qwen/Qwen3-7B-Instruct");
 }
@@ -311,7 +317,7 @@ fn every_seed_command_shape_gets_a_view() {
         .iter()
         .filter(|c| c.perf_command.is_some())
         .collect();
-    assert_eq!(with_cmd.len(), 69);
+    assert_eq!(with_cmd.len(), 94);
     for c in with_cmd {
         let v = c
             .view

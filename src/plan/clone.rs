@@ -150,6 +150,102 @@ impl Clone {
             .collect())
     }
 
+    /// The release a revision descends from: `git describe --tags --match 'v[0-9]*'` as
+    /// (tag, commits after it). `None` when no release tag is an ancestor.
+    pub fn describe(&self, rev: &str) -> Option<(String, u32)> {
+        let out = self
+            .piped(
+                &["describe", "--tags", "--long", "--match", "v[0-9]*", rev],
+                "",
+            )
+            .ok()?;
+        let line = out.trim();
+        // `v0.4.2-35-gabcdef0`: the tag itself may contain dashes, so split from the right.
+        let mut parts = line.rsplitn(3, '-');
+        let _hash = parts.next()?;
+        let after = parts.next()?.parse().ok()?;
+        Some((parts.next()?.to_string(), after))
+    }
+
+    /// The earliest release tag that contains `rev` (its code shipped in that release).
+    pub fn first_release_containing(&self, rev: &str) -> Option<String> {
+        let out = self
+            .piped(
+                &[
+                    "tag",
+                    "--contains",
+                    rev,
+                    "--list",
+                    "v[0-9]*",
+                    "--sort=version:refname",
+                ],
+                "",
+            )
+            .ok()?;
+        out.lines().next().map(|l| l.trim().to_string())
+    }
+
+    /// Whether the tree at `rev` mentions `needle` under `dir` (`git grep -F`): `None`
+    /// when git cannot answer (unknown revision).
+    pub fn tree_mentions(&self, rev: &str, dir: &str, needle: &str) -> Option<bool> {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&self.dir)
+            .args(["grep", "-q", "-F", "-e", needle, rev, "--", dir])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .ok()?;
+        // git grep: 0 found, 1 not found, anything else an error.
+        match out.code() {
+            Some(0) => Some(true),
+            Some(1) => Some(false),
+            _ => None,
+        }
+    }
+
+    /// `git apply --check` of `patch` against the tree at `rev`, without touching the
+    /// clone's work tree or index: a temporary index is read from `rev` and the patch is
+    /// checked against it (`--cached`). `Err` carries git's first complaint.
+    pub fn apply_check(&self, rev: &str, patch: &Path) -> Result<(), String> {
+        let dir = tempfile::tempdir().map_err(|e| format!("temporary index: {e}"))?;
+        let index = dir.path().join("index");
+        let git = |args: &[&std::ffi::OsStr]| {
+            Command::new("git")
+                .arg("-C")
+                .arg(&self.dir)
+                .args(args)
+                .env("GIT_INDEX_FILE", &index)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("running git: {e}"))
+        };
+        let read = git(&["read-tree".as_ref(), rev.as_ref()])?;
+        if !read.status.success() {
+            return Err(format!(
+                "git read-tree {rev}: {}",
+                String::from_utf8_lossy(&read.stderr).trim()
+            ));
+        }
+        let out = git(&[
+            "apply".as_ref(),
+            "--cached".as_ref(),
+            "--check".as_ref(),
+            patch.as_os_str(),
+        ])?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        Err(err
+            .lines()
+            .find(|l| l.starts_with("error:"))
+            .or_else(|| err.lines().next())
+            .unwrap_or("git apply --check failed")
+            .trim()
+            .to_string())
+    }
+
     /// Files changed from parent to commit, for each (commit, parent) pair (full hashes).
     pub fn changes(
         &self,

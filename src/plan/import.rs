@@ -17,6 +17,9 @@ struct SeedCommit {
     seed_category: Option<String>,
     title: Option<String>,
     pr_url: Option<String>,
+    /// Whether ISO-Bench's baseline image for this commit exists (`existing`, `missing`,
+    /// `permanently_failed`, `not listed`): an absent baseline is known before the night.
+    baseline_image_status: Option<String>,
 }
 
 /// Fixes the seed reports applied by hand, per commit: these are what the sim reproduces
@@ -149,8 +152,19 @@ patch = "runs/claude_code/{commit8}/model_patch.diff"
         if let Some(c) = &s.perf_command {
             let _ = writeln!(out, "perf_command = {}", literal(c));
         }
+        let mut notes: Vec<String> = Vec::new();
         if let Some(cat) = &s.seed_category {
-            let _ = writeln!(out, "notes = {}", q(&format!("seed report: {cat}")));
+            notes.push(format!("seed report: {cat}"));
+        }
+        if let Some(st) = s
+            .baseline_image_status
+            .as_deref()
+            .filter(|st| *st != "existing")
+        {
+            notes.push(format!("baseline image: {st}"));
+        }
+        if !notes.is_empty() {
+            let _ = writeln!(out, "notes = {}", q(&notes.join("; ")));
         }
         if let Some((fail, variants, transient)) = sim_for(&s.commit, s.seed_category.as_deref()) {
             let vs = variants.iter().map(|v| q(v)).collect::<Vec<_>>().join(", ");

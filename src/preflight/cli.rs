@@ -1,0 +1,74 @@
+//! `nightshift preflight PLAN` and the preflight `run` does before the night.
+
+use super::gather::{gather, Options};
+use super::{judge, table, Report, SKIP_PREFIX};
+use crate::plan::Plan;
+use std::time::Instant;
+
+/// Gathers and judges; blocking on its own runtime (the CLI's entry points are sync).
+pub fn preflight(plan: &Plan, opts: &Options) -> Result<Report, String> {
+    let t0 = Instant::now();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the preflight's runtime: {e}"))?;
+    let facts = rt.block_on(gather(plan, opts));
+    let commits = judge(plan, &facts);
+    Ok(Report::new(
+        commits,
+        facts.not_reached,
+        t0.elapsed().as_millis() as u64,
+    ))
+}
+
+/// `nightshift preflight`: the table (or `--json`), exit 0 when nothing is blocked, 1 when
+/// something is.
+pub fn main(plan: &Plan, opts: &Options, json: bool, all: bool) -> i32 {
+    let report = match preflight(plan, opts) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!("{e}");
+            return 2;
+        }
+    };
+    if json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                tracing::error!("{e}");
+                return 2;
+            }
+        }
+    } else {
+        print!("{}", table(&report, all));
+    }
+    report.exit_code()
+}
+
+/// The night's use of a report: each run of a blocked variant gets its skip reason before
+/// any GPU is given (unless the plan already skips it). Returns how many runs it named.
+pub fn skip_blocked(plan: &mut Plan, report: &Report) -> usize {
+    let mut n = 0;
+    for r in plan.runs.iter_mut() {
+        if r.skip_reason.is_some() {
+            continue;
+        }
+        let Some(c) = plan.commits.get(r.commit) else {
+            continue;
+        };
+        let Some(cr) = report.commit(&c.commit) else {
+            continue;
+        };
+        if let Some(reason) = cr.blocking(&r.variant.to_string()) {
+            r.skip_reason = Some(format!("{SKIP_PREFIX}{}: {}", reason.category, reason.text));
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Whether a stored skip reason was preflight's.
+pub fn named_before_night(skip_reason: &str) -> bool {
+    skip_reason.starts_with(SKIP_PREFIX)
+}

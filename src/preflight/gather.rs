@@ -1,0 +1,460 @@
+//! The edges of the preflight: the vLLM clone (eras, architectures, `git apply --check`),
+//! the HF cache and the Hub, the Docker engine and the registries, the datasets on disk.
+//! Lookups over the network run concurrently and are cached between preflights; the first
+//! failure to reach the Hub marks the rest unchecked instead of waiting on each.
+
+use super::cache::{LookupCache, KEEP_FOUND_S, KEEP_MISSING_S};
+use super::facts::{
+    BoxFacts, CommitFacts, DatasetFacts, Era, Facts, ImageState, Known, ModelFacts, PatchState,
+};
+use super::hub::{self, HubClient};
+use super::registry;
+use crate::plan::clone::{patch_needs_build, Clone};
+use crate::plan::{expand_path, Plan};
+use crate::runtime::docker::auth::DockerAuth;
+use futures_util::stream::{self, StreamExt};
+use rayon::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Lookups in flight at once (Hub and registry).
+const CONCURRENCY: usize = 16;
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Only what the box and the clone can tell: no Hub, no registry.
+    pub offline: bool,
+    /// GPUs on the box (default: NVML's count; unknown without a driver).
+    pub gpus: Option<u32>,
+    /// Memory of one GPU in GiB (default: NVML, else the plan's gpu_type).
+    pub gpu_mem_gib: Option<f64>,
+    /// Ask the local Docker engine which images it has.
+    pub docker: bool,
+    /// Where Hub and registry answers are kept (`None`: this process only).
+    pub cache: Option<PathBuf>,
+}
+
+fn plan_dir(plan: &Plan) -> &Path {
+    plan.path.parent().unwrap_or(Path::new("."))
+}
+
+/// The HF hub cache the night's containers will read.
+pub fn hub_cache(plan: &Plan) -> PathBuf {
+    match &plan.defaults.hf_cache {
+        Some(h) => expand_path(h, plan_dir(plan)).join("hub"),
+        None => crate::prefetch::Hub::from_env(None)
+            .map(|h| h.cache_dir().to_path_buf())
+            .unwrap_or_else(|_| PathBuf::from("hub")),
+    }
+}
+
+fn era_of(clone: &Clone, rev: &str) -> Known<Era> {
+    match clone.describe(rev) {
+        Some((tag, after)) => {
+            let version = tag.trim_start_matches('v').to_string();
+            let first = clone.first_release_containing(rev);
+            let mut source = format!("git describe: {tag}+{after}");
+            if let Some(f) = first {
+                source.push_str(&format!(", first released in {f}"));
+            }
+            Known::Yes(Era { version, source })
+        }
+        None => Known::Unknown(format!(
+            "no release tag is an ancestor of {rev} in the clone"
+        )),
+    }
+}
+
+/// Everything that can be learned about `plan` on this box.
+pub async fn gather(plan: &Plan, opts: &Options) -> Facts {
+    let mut not_reached = Vec::new();
+    let clone = match &plan.defaults.vllm_src {
+        Some(src) => {
+            let dir = expand_path(src, plan_dir(plan));
+            let c = Clone::open(&dir);
+            if c.is_none() {
+                not_reached.push(format!(
+                    "vLLM clone: {} is not a git clone (eras from vllm_version only; patches not test-applied)",
+                    dir.display()
+                ));
+            }
+            c
+        }
+        None => {
+            not_reached.push("vLLM clone: the plan names no vllm_src".into());
+            None
+        }
+    };
+
+    // Eras, architectures and patches from the clone: git processes, on every core.
+    let commits: Vec<CommitFacts> = plan
+        .commits
+        .par_iter()
+        .enumerate()
+        .map(|(ci, c)| commit_facts(plan, ci, c, clone.as_ref()))
+        .collect();
+
+    let mut cache = match &opts.cache {
+        Some(p) => LookupCache::open(p),
+        None => LookupCache::memory(),
+    };
+    let hub_cache = hub_cache(plan);
+    let models = models(plan, opts, &hub_cache, &mut cache, &mut not_reached).await;
+    let mut commits = commits;
+    let images = images(plan, opts, &mut cache, &mut not_reached).await;
+    for (ci, cf) in commits.iter_mut().enumerate() {
+        for r in plan.runs.iter().filter(|r| r.commit == ci && r.repeat == 0) {
+            if let Some(img) = &r.image {
+                if let Some(st) = images.get(img) {
+                    cf.images.insert(r.variant.to_string(), st.clone());
+                }
+            }
+        }
+        // The architecture in each variant's tree, when the clone and the config tell.
+        if let (Some(cl), Some(model)) = (clone.as_ref(), plan.commits[ci].model.as_ref()) {
+            let arch = models
+                .get(model)
+                .and_then(|m| m.architectures().into_iter().next());
+            if let Some(arch) = arch {
+                for (v, rev) in revisions(plan, ci) {
+                    let k = match cl.tree_mentions(
+                        &rev,
+                        "vllm/model_executor/models",
+                        &format!("\"{arch}\""),
+                    ) {
+                        Some(b) => Known::Yes(b),
+                        None => Known::Unknown(format!("git grep at {rev} failed")),
+                    };
+                    cf.arch_in_tree.insert(v, k);
+                }
+            }
+        }
+    }
+    if let Err(e) = cache.save() {
+        tracing::warn!("preflight cache not kept: {e}");
+    }
+    Facts {
+        commits,
+        models,
+        host: host(plan, opts, &hub_cache),
+        not_reached,
+    }
+}
+
+/// (variant, the revision its tree is at): the commit for human, the parent otherwise.
+fn revisions(plan: &Plan, ci: usize) -> Vec<(String, String)> {
+    let c = &plan.commits[ci];
+    let mut out: Vec<(String, String)> = Vec::new();
+    for r in plan.runs.iter().filter(|r| r.commit == ci && r.repeat == 0) {
+        let v = r.variant.to_string();
+        if out.iter().any(|(x, _)| *x == v) {
+            continue;
+        }
+        let rev = if r.variant.order() == 1 {
+            Some(c.commit.clone())
+        } else {
+            c.parent.clone()
+        };
+        if let Some(rev) = rev {
+            out.push((v, rev));
+        }
+    }
+    out
+}
+
+fn commit_facts(
+    plan: &Plan,
+    ci: usize,
+    c: &crate::plan::CommitSpec,
+    clone: Option<&Clone>,
+) -> CommitFacts {
+    let mut cf = CommitFacts::default();
+    let mut by_rev: BTreeMap<String, Known<Era>> = BTreeMap::new();
+    for (v, rev) in revisions(plan, ci) {
+        let era = match clone {
+            Some(cl) => by_rev
+                .entry(rev.clone())
+                .or_insert_with(|| era_of(cl, &rev))
+                .clone(),
+            None => Known::Unknown("no vLLM clone".into()),
+        };
+        cf.eras.insert(v, era);
+    }
+    for r in plan.runs.iter().filter(|r| r.commit == ci && r.repeat == 0) {
+        let (Some(_), Some(p)) = (r.variant.agent_id(), &r.patch) else {
+            continue;
+        };
+        let path = expand_path(p, plan_dir(plan));
+        let shown = path.display().to_string();
+        let state = match std::fs::read(&path) {
+            Err(_) => PatchState::Missing { path: shown },
+            Ok(bytes) => {
+                let text = String::from_utf8_lossy(&bytes);
+                let checked = match (clone, &c.parent) {
+                    (Some(cl), Some(parent)) => match cl.apply_check(parent, &path) {
+                        Ok(()) => Known::Yes(()),
+                        Err(error) => {
+                            cf.patches.insert(
+                                r.variant.to_string(),
+                                PatchState::DoesNotApply { path: shown, error },
+                            );
+                            continue;
+                        }
+                    },
+                    (None, _) => Known::Unknown("no vLLM clone".into()),
+                    (_, None) => Known::Unknown("no parent commit".into()),
+                };
+                PatchState::Present {
+                    path: shown,
+                    checked,
+                    needs_build: patch_needs_build(&text),
+                }
+            }
+        };
+        cf.patches.insert(r.variant.to_string(), state);
+    }
+    if let Some(inv) = &c.invocation {
+        let mut seen = BTreeSet::new();
+        for m in &inv.mounts {
+            if !seen.insert(m.host.clone()) || m.host.exists() {
+                continue;
+            }
+            cf.datasets.push(DatasetFacts {
+                name: m.name.clone(),
+                present: false,
+                fetchable: crate::prefetch::hub_dataset(&m.name).is_some(),
+                detail: format!(
+                    "{} is not on this box (`nightshift prefetch` fetches known datasets)",
+                    m.host.display()
+                ),
+            });
+        }
+        for d in &inv.hub_datasets {
+            let dir = hub_cache(plan).join(format!("datasets--{}", d.replace('/', "--")));
+            if !dir.is_dir() {
+                cf.datasets.push(DatasetFacts {
+                    name: d.clone(),
+                    present: false,
+                    fetchable: true,
+                    detail: format!(
+                        "Hub dataset not in the HF cache ({}); a container started offline cannot load it",
+                        dir.display()
+                    ),
+                });
+            }
+        }
+    }
+    cf
+}
+
+async fn models(
+    plan: &Plan,
+    opts: &Options,
+    hub_cache: &Path,
+    cache: &mut LookupCache,
+    not_reached: &mut Vec<String>,
+) -> BTreeMap<String, ModelFacts> {
+    let names: BTreeSet<String> = plan
+        .commits
+        .iter()
+        .filter_map(|c| c.model.clone().or_else(|| c.view.as_ref()?.model.clone()))
+        .collect();
+    let mut out = BTreeMap::new();
+    let mut ask = Vec::new();
+    for m in names {
+        let local = hub::from_cache(hub_cache, &m);
+        let complete = local
+            .as_ref()
+            .is_some_and(|l| l.config.is_some() && l.weights_bytes.is_some());
+        if opts.offline {
+            let mut f = local.unwrap_or_else(|| ModelFacts {
+                unchecked: vec![format!(
+                    "--offline and not in the HF cache ({})",
+                    hub_cache.display()
+                )],
+                ..ModelFacts::default()
+            });
+            if complete {
+                f.unchecked.push("--offline: gated access not asked".into());
+            }
+            out.insert(m, f);
+            continue;
+        }
+        if let Some(hit) = cache.get::<ModelFacts>(&format!("hub:{m}")) {
+            out.insert(m, merge(local, hit));
+            continue;
+        }
+        ask.push((m, local));
+    }
+    if ask.is_empty() {
+        return out;
+    }
+    let client = HubClient::from_env();
+    let answers: Vec<_> = stream::iter(ask)
+        .map(|(m, local)| {
+            let client = client.clone();
+            async move {
+                let r = client.lookup(&m, None).await;
+                (m, local, r)
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    let mut unreachable = None;
+    for (m, local, r) in answers {
+        match r {
+            Ok(hubf) => {
+                let keep = if hubf.exists == Some(false) {
+                    KEEP_MISSING_S
+                } else {
+                    KEEP_FOUND_S
+                };
+                cache.put(&format!("hub:{m}"), &hubf, keep);
+                out.insert(m, merge(local, hubf));
+            }
+            Err(hub::Unreachable(why)) => {
+                let mut f = local.unwrap_or_default();
+                f.unchecked.push(why.clone());
+                unreachable = Some(why);
+                out.insert(m, f);
+            }
+        }
+    }
+    if let Some(why) = unreachable {
+        not_reached.push(why);
+    }
+    out
+}
+
+/// The cache's facts first (what the night will load), the Hub's for the rest.
+fn merge(local: Option<ModelFacts>, hubf: ModelFacts) -> ModelFacts {
+    let Some(mut l) = local else { return hubf };
+    l.exists = hubf.exists.or(l.exists);
+    l.gated = hubf.gated;
+    l.access = hubf.access;
+    l.config = l.config.or(hubf.config);
+    l.weights_bytes = l.weights_bytes.or(hubf.weights_bytes);
+    l.unchecked.extend(hubf.unchecked);
+    l
+}
+
+async fn images(
+    plan: &Plan,
+    opts: &Options,
+    cache: &mut LookupCache,
+    not_reached: &mut Vec<String>,
+) -> BTreeMap<String, ImageState> {
+    let refs: BTreeSet<String> = plan.runs.iter().filter_map(|r| r.image.clone()).collect();
+    let mut out = BTreeMap::new();
+    let docker = if opts.docker {
+        match bollard::Docker::connect_with_local_defaults() {
+            Ok(d) => {
+                match tokio::time::timeout(std::time::Duration::from_secs(5), d.ping()).await {
+                    Ok(Ok(_)) => Some(d),
+                    _ => None,
+                }
+            }
+            Err(_) => None,
+        }
+    } else {
+        None
+    };
+    if opts.docker && docker.is_none() {
+        not_reached.push("the Docker engine (local images not listed)".into());
+    }
+    let mut ask = Vec::new();
+    for r in refs {
+        if let Some(d) = &docker {
+            if let Ok(i) = d.inspect_image(&r).await {
+                out.insert(
+                    r,
+                    ImageState::Local {
+                        size: i.size.map(|s| s.max(0) as u64),
+                    },
+                );
+                continue;
+            }
+        }
+        if opts.offline {
+            out.insert(
+                r,
+                ImageState::Unknown("--offline: the registry was not asked".into()),
+            );
+            continue;
+        }
+        if let Some(hit) = cache.get::<ImageState>(&format!("registry:{r}")) {
+            out.insert(r, hit);
+            continue;
+        }
+        ask.push(r);
+    }
+    let client = registry::client();
+    let auth = DockerAuth::from_env();
+    let answers: Vec<(String, ImageState)> = stream::iter(ask)
+        .map(|r| {
+            let client = client.clone();
+            let auth = auth.clone();
+            async move {
+                let st = registry::lookup(&client, &auth, &r).await;
+                (r, st)
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    let mut unreachable = BTreeSet::new();
+    for (r, st) in answers {
+        match &st {
+            ImageState::Registry { .. } => cache.put(&format!("registry:{r}"), &st, KEEP_FOUND_S),
+            ImageState::Missing { .. } => cache.put(&format!("registry:{r}"), &st, KEEP_MISSING_S),
+            ImageState::Unknown(why) if why.contains("unreachable") => {
+                unreachable.insert(why.clone());
+            }
+            _ => {}
+        }
+        out.insert(r, st);
+    }
+    not_reached.extend(unreachable);
+    out
+}
+
+fn host(plan: &Plan, opts: &Options, hub_cache: &Path) -> BoxFacts {
+    let nvml = nvml_facts();
+    let gpus = match (opts.gpus, nvml) {
+        (Some(n), _) => Known::Yes(n),
+        (None, Some((n, _))) => Known::Yes(n),
+        (None, None) => Known::Unknown("no NVIDIA driver (NVML); pass --gpus N".into()),
+    };
+    let gpu_mem = match (opts.gpu_mem_gib, nvml) {
+        (Some(g), _) => Known::Yes(((g * (1u64 << 30) as f64) as u64, "--gpu-mem-gib".into())),
+        (None, Some((_, mem))) => Known::Yes((mem, "NVML".into())),
+        (None, None) => match super::known::gpu_bytes(&plan.defaults.gpu_type) {
+            Some(b) => Known::Yes((
+                b,
+                format!("{} as the plan's gpu_type", plan.defaults.gpu_type),
+            )),
+            None => Known::Unknown(format!(
+                "no NVML and gpu_type {} is not in the table; pass --gpu-mem-gib",
+                plan.defaults.gpu_type
+            )),
+        },
+    };
+    let probe = hub_cache
+        .ancestors()
+        .find(|p| p.exists())
+        .unwrap_or(Path::new("."));
+    BoxFacts {
+        gpus,
+        gpu_mem,
+        cache_free: crate::prefetch::free_disk_bytes(probe),
+    }
+}
+
+/// (GPU count, memory of GPU 0) from NVML, when a driver is there.
+fn nvml_facts() -> Option<(u32, u64)> {
+    let nvml = nvml_wrapper::Nvml::init().ok()?;
+    let n = nvml.device_count().ok()?;
+    let mem = nvml.device_by_index(0).ok()?.memory_info().ok()?.total;
+    Some((n, mem))
+}

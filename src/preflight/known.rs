@@ -1,0 +1,123 @@
+//! Known incompatibilities of models × vLLM releases, architectures by first release, and
+//! GPU memory by type: data (`known.toml`), checked when built, read by the judge.
+
+use crate::diagnose::predict::PyVersion;
+use serde::Deserialize;
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Incompatibility {
+    pub name: String,
+    pub category: String,
+    /// A dotted path into config.json (`rope_scaling.rope_type`).
+    pub config_key: String,
+    pub equals: String,
+    /// The first release that works.
+    pub before: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Architecture {
+    pub name: String,
+    pub first: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    pub name: String,
+    pub gib: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Known {
+    #[serde(default)]
+    pub incompatibility: Vec<Incompatibility>,
+    #[serde(default)]
+    pub architecture: Vec<Architecture>,
+    #[serde(default)]
+    pub gpu: Vec<Gpu>,
+}
+
+const TEXT: &str = include_str!("known.toml");
+
+/// The built-in table (its versions are checked by a test).
+pub fn known() -> &'static Known {
+    static K: OnceLock<Known> = OnceLock::new();
+    K.get_or_init(|| toml::from_str(TEXT).expect("known.toml is checked by its tests"))
+}
+
+/// The value at a dotted path of a JSON document, as text.
+pub fn config_value<'a>(config: &'a serde_json::Value, path: &str) -> Option<&'a str> {
+    path.split('.')
+        .try_fold(config, |v, k| v.get(k))
+        .and_then(|v| v.as_str())
+}
+
+impl Incompatibility {
+    /// Whether a model with `config` breaks on `version`.
+    pub fn applies(&self, config: &serde_json::Value, version: &PyVersion) -> bool {
+        config_value(config, &self.config_key) == Some(self.equals.as_str())
+            && PyVersion::parse(&self.before).is_some_and(|b| *version < b)
+    }
+}
+
+/// The first release known to run `arch`, when the table has it.
+pub fn arch_first(arch: &str) -> Option<&'static str> {
+    known()
+        .architecture
+        .iter()
+        .find(|a| a.name == arch)
+        .map(|a| a.first.as_str())
+}
+
+/// Bytes of one GPU of `gpu_type` (`H100`, `H100-SXM`, `h200`), when the table has it.
+pub fn gpu_bytes(gpu_type: &str) -> Option<u64> {
+    let t = gpu_type.to_ascii_uppercase();
+    known()
+        .gpu
+        .iter()
+        .find(|g| t.starts_with(&g.name.to_ascii_uppercase()))
+        .map(|g| (g.gib * (1u64 << 30) as f64) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_parses_and_its_versions_are_versions() {
+        let k = known();
+        assert!(!k.incompatibility.is_empty());
+        for i in &k.incompatibility {
+            assert!(PyVersion::parse(&i.before).is_some(), "{}", i.name);
+        }
+        for a in &k.architecture {
+            assert!(PyVersion::parse(&a.first).is_some(), "{}", a.name);
+        }
+    }
+
+    #[test]
+    fn llama31_rope_breaks_before_0_5_3_post1_only() {
+        let cfg = serde_json::json!({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}});
+        let rope = &known().incompatibility[0];
+        let v = |s| PyVersion::parse(s).unwrap();
+        assert!(rope.applies(&cfg, &v("0.4.2")));
+        assert!(rope.applies(&cfg, &v("0.5.3")));
+        assert!(!rope.applies(&cfg, &v("0.5.3.post1")));
+        assert!(!rope.applies(&cfg, &v("0.6.0")));
+        let plain = serde_json::json!({"rope_scaling": null});
+        assert!(!rope.applies(&plain, &v("0.4.2")));
+    }
+
+    #[test]
+    fn gpu_memory_by_type() {
+        assert_eq!(gpu_bytes("H100"), Some((79.6 * (1u64 << 30) as f64) as u64));
+        assert!(gpu_bytes("h200-sxm").unwrap() > gpu_bytes("H100").unwrap());
+        assert_eq!(gpu_bytes("TPU"), None);
+    }
+}
