@@ -20,6 +20,8 @@
 #
 #   --fail MODE   ENV STANDIN_FAIL=MODE (aimv2, numpy, fa_utils, oom, hang, crash:N, portbug)
 #   --no-bench    no benchmarks/ folder in the image
+#   --report-version V  the package calls itself V (ISO-Bench human images: 0.0.0+local)
+#                 while it behaves as --version (ENV STANDIN_ERA)
 #
 # Idempotent: the image built for the same family/version/fail/bench/source hash (kept as
 # $NAME:k-<hash>) is tagged again instead of rebuilt.
@@ -33,7 +35,7 @@ usage() {
   echo "usage: $0 --family official|human|baseline --version V [--fail MODE] [--no-bench] [--quiet] TAG [TAG...]" >&2
   exit 2
 }
-FAMILY= VERSION= FAIL= BENCH=1 QUIET= TAGS=()
+FAMILY= VERSION= FAIL= BENCH=1 QUIET= REPORT= TAGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --family) FAMILY=${2:-}; shift 2 || usage ;;
@@ -43,6 +45,8 @@ while [ $# -gt 0 ]; do
     --fail) FAIL=${2:-}; shift 2 || usage ;;
     --fail=*) FAIL=${1#*=}; shift ;;
     --no-bench) BENCH=; shift ;;
+    --report-version) REPORT=${2:-}; shift 2 || usage ;;
+    --report-version=*) REPORT=${1#*=}; shift ;;
     --quiet) QUIET=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | cut -c3-; exit 0 ;;
     -*) echo "unknown option: $1" >&2; usage ;;
@@ -61,7 +65,7 @@ if [ "$(label "$NAME:base" nightshift.standin.src)" != "$HASH" ] || [ -n "${NIGH
   scripts/build-standin.sh --base-only
 fi
 
-KEY="family=$FAMILY version=$VERSION fail=$FAIL bench=${BENCH:-0} src=$HASH"
+KEY="family=$FAMILY version=$VERSION report=$REPORT fail=$FAIL bench=${BENCH:-0} src=$HASH"
 KEYHASH=$(printf '%s' "$KEY" | sha256sum | cut -c1-16)
 say() { if [ -z "$QUIET" ]; then echo "$@"; fi; }
 done_msg() {
@@ -96,8 +100,10 @@ if [ -n "$FAIL" ]; then
   # The rot is one ENV line over the healthy image of the same family and version.
   NOBENCH=()
   [ -n "$BENCH" ] || NOBENCH=(--no-bench)
-  PARENT="$NAME:fam-$FAMILY-$(printf '%s' "$VERSION" | tr -c 'A-Za-z0-9_.-' '_')${NOBENCH:+-nobench}"
-  scripts/standin-image.sh --quiet --family "$FAMILY" --version "$VERSION" "${NOBENCH[@]}" "$PARENT"
+  REPORTARG=()
+  [ -z "$REPORT" ] || REPORTARG=(--report-version "$REPORT")
+  PARENT="$NAME:fam-$FAMILY-$(printf '%s' "$VERSION" | tr -c 'A-Za-z0-9_.-' '_')${NOBENCH:+-nobench}${REPORT:+-r$(printf '%s' "$REPORT" | tr -c 'A-Za-z0-9_.-' '_')}"
+  scripts/standin-image.sh --quiet --family "$FAMILY" --version "$VERSION" "${NOBENCH[@]}" "${REPORTARG[@]}" "$PARENT"
   printf 'FROM %s\nENV STANDIN_FAIL=%s\nLABEL %s\n' "$PARENT" "$FAIL" "$LABELS" > "$CTX/Dockerfile"
   quiet docker build -q "${TAGARGS[@]}" "$CTX"
   done_msg "built"
@@ -118,7 +124,7 @@ echo 'version = "2.2.6"' > "$SITE/numpy/version.py"
 vllm_pkg() { # dir
   mkdir -p "$1/transformers_utils/configs" "$1/worker" "$1/entrypoints/openai"
   printf '# vllm (stand-in)\nfrom vllm.version import __version__\n' > "$1/__init__.py"
-  printf '__version__ = "%s"\n' "$VERSION" > "$1/version.py"
+  printf '__version__ = "%s"\n' "${REPORT:-$VERSION}" > "$1/version.py"
   # The line the aimv2-exist-ok recipe rewrites (as in vLLM 0.7–0.9's ovis config).
   cat > "$1/transformers_utils/configs/ovis.py" <<'PY'
 from transformers import AutoConfig, PretrainedConfig
@@ -185,5 +191,6 @@ WORKDIR $WORKDIR
 ENTRYPOINT $ENTRY
 LABEL $LABELS
 DF
+if [ -n "$REPORT" ]; then echo "ENV STANDIN_ERA=$VERSION" >> "$CTX/Dockerfile"; fi
 quiet docker build -q "${TAGARGS[@]}" "$CTX"
 done_msg "built"

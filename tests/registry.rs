@@ -790,3 +790,48 @@ async fn eviction_keeps_the_sweeps_images_within_the_budget() {
         let _ = Command::new("docker").args(["rmi", "-f", img]).output();
     }
 }
+
+/// Preflight asks the real registry for manifests with the Docker config's credentials:
+/// an image pushed there exists (digest, size), a tag never pushed is missing, and a wrong
+/// password is a refusal naming `docker login` — with no secret in any message.
+#[tokio::test(flavor = "multi_thread")]
+async fn preflight_asks_the_registry_for_manifests() {
+    use nightshift::preflight::facts::ImageState;
+    use nightshift::runtime::docker::auth::DockerAuth;
+    let t = require_tools!();
+    let tmp = tempfile::tempdir().unwrap();
+    let (reg, port) = start_registry(&t, tmp.path());
+    let host = format!("127.0.0.1:{port}");
+    let docker = nightshift::runtime::docker::connect().await.unwrap();
+    let repo = format!("{host}/nightshift/preflight");
+    push(&docker, STANDIN, &repo, "there", &host).await;
+    let client = nightshift::preflight::registry::client();
+    let good = DockerAuth::from_file(docker_config(tmp.path(), &host, PASSWORD));
+
+    match nightshift::preflight::registry::lookup(&client, &good, &format!("{repo}:there")).await {
+        ImageState::Registry { digest, size } => {
+            assert!(digest.starts_with("sha256:"), "{digest}");
+            assert!(size > 1 << 20, "the stand-in's layers: {size}");
+        }
+        other => panic!("{other:?}\n--- registry\n{}", reg.log()),
+    }
+    match nightshift::preflight::registry::lookup(&client, &good, &format!("{repo}:never-pushed"))
+        .await
+    {
+        ImageState::Missing { detail } => assert!(detail.contains("never-pushed"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+    let wrong = DockerAuth::from_file(docker_config(tmp.path(), &host, "not-the-password"));
+    match nightshift::preflight::registry::lookup(&client, &wrong, &format!("{repo}:there")).await {
+        ImageState::Denied { detail } => {
+            assert!(detail.contains("docker login"), "{detail}");
+            assert!(!detail.contains("not-the-password") && !detail.contains(PASSWORD));
+        }
+        other => panic!("{other:?}"),
+    }
+    let none = DockerAuth::from_file(tmp.path().join("absent/config.json"));
+    assert!(matches!(
+        nightshift::preflight::registry::lookup(&client, &none, &format!("{repo}:there")).await,
+        ImageState::Denied { .. }
+    ));
+}

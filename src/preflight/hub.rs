@@ -217,6 +217,8 @@ impl HubClient {
                 }
             }
             Err(401 | 403) => {
+                // It exists (the model info answered) and refuses reads: gated or private.
+                m.gated = Some(true);
                 m.access = Some(false);
                 if !self.has_token {
                     m.unchecked

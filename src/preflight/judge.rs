@@ -181,7 +181,7 @@ fn eras(
     let declared = c
         .vllm_version
         .as_deref()
-        .filter(|v| PyVersion::parse(v).is_some_and(|p| p.release.iter().any(|n| *n > 0)));
+        .filter(|v| !crate::diagnose::predict::names_no_release(v));
     let mut out = BTreeMap::new();
     for v in variants {
         match found.get(v) {

@@ -116,6 +116,9 @@ pub struct EngineOpts {
     pub model: String,
     pub max_model_len: u64,
     pub enforce_eager: bool,
+    pub tp: u32,
+    pub gpu_util: f64,
+    pub quantization: Option<String>,
 }
 
 /// The first line of an import of vLLM 0.7–0.11 (before the tag wrapper exists: untagged).
@@ -169,6 +172,20 @@ pub fn load_engine(e: &Env, o: &EngineOpts) -> Result<(), i32> {
             init_file,
             &format!("Initializing {what} with config: {cfg}"),
         );
+    }
+    let ask = crate::models::Ask {
+        model,
+        tp: o.tp,
+        gpu_util: o.gpu_util,
+        quantization: o.quantization.clone(),
+    };
+    if let Err(lines) = crate::models::check(e, &ask) {
+        let who = if v1 { "EngineCore_DP0" } else { "" };
+        eprintln!("{}Traceback (most recent call last):", tag(v, who));
+        for l in lines {
+            eprintln!("{l}");
+        }
+        return Err(1);
     }
     pause(30);
     let gb = if v >= Ver::new(0, 8, 3) { "GiB" } else { "GB" };

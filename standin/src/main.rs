@@ -14,6 +14,10 @@
 //!   exists), `oom` (CUDA OOM while loading), `hang` (CUDA-graph capture never ends), `crash:N`
 //!   (server dies N seconds after it is ready), `portbug` (vLLM #8791 on 0.6.2–0.6.x: Errno 98
 //!   after "Application startup complete." unless `VLLM_WORKER_MULTIPROC_METHOD=spawn`).
+//! * `STANDIN_ERA` — the release whose behaviour to show when the package reports another
+//!   version (ISO-Bench human builds report `0.0.0+local`).
+//! * A `.standin-catalog.json` in the mounted HF hub cache: models are checked as vLLM
+//!   would meet them (see `models.rs`).
 //! * `STANDIN_LOAD_MS` — how long "loading the model" takes (default 300).
 //! * `STANDIN_ECHO_TOKEN=1` — print `HF_TOKEN` in a startup line (to test redaction).
 //! * `STANDIN_MAX_REQUESTS` — requests the serving client really sends (default 32).
@@ -32,6 +36,7 @@ mod flags;
 mod http;
 mod json;
 mod metrics;
+mod models;
 mod offline;
 mod pycode;
 mod pyenv;

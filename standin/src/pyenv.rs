@@ -83,7 +83,10 @@ pub fn pkg_version(pkg: &Path) -> Option<String> {
 /// What this process runs as: the vLLM version (and its era) and where the package is.
 #[derive(Clone, Debug)]
 pub struct Env {
+    /// The version string the package reports (`0.0.0+local` for ISO-Bench human builds).
     pub version: String,
+    /// The release whose behaviour this is (`STANDIN_ERA`, else the reported version).
+    pub era: String,
     pub ver: Ver,
     pub pkg: Option<PathBuf>,
 }
@@ -102,8 +105,11 @@ impl Env {
             .or(header)
             .or_else(|| pkg.as_deref().and_then(pkg_version))
             .unwrap_or_else(|| DEFAULT_VERSION.into());
+        // A human image built at a commit reports `0.0.0+local` and behaves as its era.
+        let era = env("STANDIN_ERA").unwrap_or_else(|| version.clone());
         Env {
-            ver: Ver::parse(&version),
+            ver: Ver::parse(&era),
+            era,
             version,
             pkg,
         }

@@ -125,6 +125,14 @@ pub fn run(e: &Env, ns: &Ns, serve: bool) -> i32 {
         model: model.clone(),
         max_model_len,
         enforce_eager: ns.flag("enforce_eager"),
+        tp: ns
+            .int("tensor_parallel_size")
+            .map_or(1, |n| n.max(1) as u32),
+        gpu_util: ns
+            .str("gpu_memory_utilization")
+            .and_then(|u| u.parse().ok())
+            .unwrap_or(0.9),
+        quantization: ns.str("quantization"),
     };
     if let Err(c) = engine::load_engine(e, &opts) {
         return c;

@@ -215,9 +215,18 @@ impl DockerRuntime {
         if let Some(v) = &facts.vllm_version {
             sink.send(prov("image_vllm_version", v.clone())).await;
         }
+        // ISO-Bench's human images call themselves `0.0.0+local`: that names no era. The
+        // clone's history does (the release the commit descends from), then the plan's.
         let version_text = facts
             .vllm_version
             .clone()
+            .filter(|v| !crate::diagnose::predict::names_no_release(v))
+            .or_else(|| {
+                let src = self.cfg.vllm_src.as_ref()?;
+                let (tag, _) =
+                    crate::plan::clone::Clone::open(src)?.describe(self.benchmarks_commit(job))?;
+                Some(tag.trim_start_matches('v').to_string())
+            })
             .or_else(|| job.vllm_version.clone());
         let version = version_text
             .as_deref()
