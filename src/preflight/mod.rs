@@ -178,3 +178,6 @@ impl Report {
 /// The prefix of a run's skip reason when preflight blocked it, so results and the digest
 /// can count "named before the night" apart from what failed during it.
 pub const SKIP_PREFIX: &str = "preflight: ";
+
+#[cfg(test)]
+mod tests;

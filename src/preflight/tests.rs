@@ -1,0 +1,152 @@
+//! The judge on hand-made facts: each rule, and what it leaves unchecked.
+
+use super::facts::{BoxFacts, CommitFacts, Era, Facts, ImageState, Known, ModelFacts, PatchState};
+use super::{judge, Report, Severity, Verdict};
+use crate::plan::Plan;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+const GIB: u64 = 1 << 30;
+
+fn plan(cmd: &str, extra: &str) -> Plan {
+    let text = format!(
+        "schema_version = 1\n[[agents]]\nid = \"a\"\npatch = \"p.diff\"\n[[commits]]\ncommit = \"{}\"\nparent = \"{}\"\nmodel = \"org/m\"\n{extra}perf_command = '''{cmd}'''\n",
+        "a".repeat(40),
+        "b".repeat(40)
+    );
+    Plan::from_str_at("t.toml", text, Path::new("."), Path::new("t.toml")).unwrap()
+}
+
+fn facts(model: ModelFacts, era: &str) -> Facts {
+    let mut eras = BTreeMap::new();
+    for v in ["baseline", "human", "agent:a"] {
+        eras.insert(
+            v.to_string(),
+            Known::Yes(Era {
+                version: era.into(),
+                source: "test".into(),
+            }),
+        );
+    }
+    let mut models = BTreeMap::new();
+    models.insert("org/m".to_string(), model);
+    Facts {
+        commits: vec![CommitFacts {
+            eras,
+            ..CommitFacts::default()
+        }],
+        models,
+        host: BoxFacts {
+            gpus: Known::Yes(8),
+            gpu_mem: Known::Yes((80 * GIB, "test".into())),
+            cache_free: None,
+        },
+        not_reached: vec![],
+    }
+}
+
+fn model(bytes: u64, config: serde_json::Value) -> ModelFacts {
+    ModelFacts {
+        exists: Some(true),
+        config: Some(config),
+        weights_bytes: Some(bytes),
+        source: "test".into(),
+        ..ModelFacts::default()
+    }
+}
+
+const LAT: &str = "python benchmarks/benchmark_latency.py --model org/m";
+
+#[test]
+fn a_fitting_model_on_a_fine_era_is_ready() {
+    let p = plan(LAT, "");
+    let f = facts(model(16 * GIB, serde_json::json!({})), "0.6.0");
+    let r = &judge(&p, &f)[0];
+    assert_eq!(r.verdict, Verdict::Ready, "{r:?}");
+    assert!(r.unchecked.is_empty(), "{r:?}");
+}
+
+#[test]
+fn weights_count_tp_and_quantisation_at_load() {
+    // 140 GiB bf16 at TP 1: blocked; at TP 2 (2 × 80 × 0.9 = 144): fits tightly (a risk).
+    let f = facts(model(140 * GIB, serde_json::json!({"torch_dtype": "bfloat16"})), "0.6.0");
+    assert_eq!(judge(&plan(LAT, ""), &f)[0].verdict, Verdict::Blocked);
+    let tp2 = judge(&plan(&format!("{LAT} -tp 2"), "gpu_config = \"H100:2\"\n"), &f);
+    assert_eq!(tp2[0].verdict, Verdict::AtRisk, "{:?}", tp2[0]);
+    // The same checkpoint quantised to fp8 at load takes half: fits on one GPU with room.
+    let fp8 = judge(&plan(&format!("{LAT} --quantization fp8"), ""), &f);
+    assert_eq!(fp8[0].verdict, Verdict::AtRisk, "{:?}", fp8[0]);
+    let small = facts(model(100 * GIB, serde_json::json!({})), "0.6.0");
+    let fp8 = judge(&plan(&format!("{LAT} --quantization fp8"), ""), &small);
+    assert_eq!(fp8[0].verdict, Verdict::Ready, "{:?}", fp8[0]);
+}
+
+#[test]
+fn an_unlisted_era_and_a_local_version_are_unchecked_never_old() {
+    let p = plan(LAT, "vllm_version = \"0.0.0+local\"\n");
+    let mut f = facts(model(GIB, serde_json::json!({})), "0.6.0");
+    f.commits[0].eras.clear();
+    let r = &judge(&p, &f)[0];
+    assert!(r.eras.is_empty(), "0.0.0+local names no era: {r:?}");
+    assert!(r.unchecked.iter().any(|u| u.starts_with("era of human")), "{r:?}");
+    // A Llama 3.1 rope with no era known is not blocked: it is unknown.
+    let rope = model(GIB, serde_json::json!({"rope_scaling": {"rope_type": "llama3"}}));
+    let mut f = facts(rope, "0.4.2");
+    assert_eq!(judge(&p, &f)[0].verdict, Verdict::Blocked);
+    f.commits[0].eras.clear();
+    assert_ne!(judge(&p, &f)[0].verdict, Verdict::Blocked);
+}
+
+#[test]
+fn images_and_patches_name_their_variant() {
+    let p = plan(LAT, "");
+    let mut f = facts(model(GIB, serde_json::json!({})), "0.6.0");
+    let cf = &mut f.commits[0];
+    cf.images.insert("human".into(), ImageState::Local { size: None });
+    cf.images.insert(
+        "baseline".into(),
+        ImageState::Missing {
+            detail: "not in the registry".into(),
+        },
+    );
+    cf.patches.insert(
+        "agent:a".into(),
+        PatchState::DoesNotApply {
+            path: "p.diff".into(),
+            error: "error: patch failed: x.py:1".into(),
+        },
+    );
+    let r = &judge(&p, &f)[0];
+    assert_eq!(r.verdict, Verdict::Blocked);
+    let blocked = r.blocked_variants();
+    assert_eq!(blocked, ["agent:a"], "{r:?}");
+    // The missing baseline can be derived from the human image: a risk, not a block.
+    let b = r.reasons.iter().find(|x| x.variant == "baseline").unwrap();
+    assert_eq!((b.severity, b.category.as_str()), (Severity::Risk, "image_derived"));
+    let rep = Report::new(vec![r.clone()], vec![], 1);
+    assert_eq!(rep.summary.runs_blocked, 1);
+    assert_eq!(rep.exit_code(), 1);
+}
+
+#[test]
+fn the_night_skips_exactly_the_blocked_variants() {
+    let mut p = plan(LAT, "");
+    let mut f = facts(model(GIB, serde_json::json!({})), "0.6.0");
+    f.commits[0].patches.insert(
+        "agent:a".into(),
+        PatchState::Missing {
+            path: "p.diff".into(),
+        },
+    );
+    let rep = Report::new(judge(&p, &f), vec![], 1);
+    assert_eq!(super::cli::skip_blocked(&mut p, &rep), 1);
+    let skipped: Vec<_> = p
+        .runs
+        .iter()
+        .filter_map(|r| r.skip_reason.as_deref().map(|s| (r.variant.to_string(), s)))
+        .collect();
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0].0, "agent:a");
+    assert!(super::cli::named_before_night(skipped[0].1), "{skipped:?}");
+    assert!(skipped[0].1.contains("agent_patch_failed"));
+}
