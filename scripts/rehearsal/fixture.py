@@ -87,6 +87,15 @@ def build_clone(clone, entries):
         write(os.path.join(clone, "vllm/worker/model_runner.py"), "# model_runner\n")
         write(os.path.join(clone, "vllm/__init__.py"), "")
         write(os.path.join(clone, "setup.py"), "from setuptools import setup\nsetup()\n")
+        # benchmarks/ as vLLM's tree has it at the release: the runtime takes the scripts
+        # from the clone at each variant's commit (the stand-in reads the era off line 1).
+        for b in ("serving", "throughput", "latency", "prefix_caching"):
+            write(os.path.join(clone, "benchmarks", f"benchmark_{b}.py"),
+                  f"# vllm-standin script for vLLM {t}\n# benchmark_{b}.py of vLLM {t} (stand-in)\n")
+        write(os.path.join(clone, "benchmarks", "backend_request_func.py"),
+              f"# vllm-standin script for vLLM {t}\n# request functions of the serving benchmark\n")
+        write(os.path.join(clone, "benchmarks", "sonnet.txt"),
+              "When night comes down and every lamp is lit,\nThe queue of work begins its patient climb;\n" * 7)
         git(clone, "add", "-A")
         git(clone, "commit", "-q", "-m", f"release {t}")
         git(clone, "tag", f"v{t}")

@@ -111,9 +111,9 @@ pub async fn gather(plan: &Plan, opts: &Options) -> Facts {
             }
         }
         // The architecture in each variant's tree, when the clone and the config tell.
-        if let (Some(cl), Some(model)) = (clone.as_ref(), plan.commits[ci].model.as_ref()) {
+        if let (Some(cl), Some(model)) = (clone.as_ref(), model_of(&plan.commits[ci])) {
             let arch = models
-                .get(model)
+                .get(&model)
                 .and_then(|m| m.architectures().into_iter().next());
             if let Some(arch) = arch {
                 for (v, rev) in revisions(plan, ci) {
@@ -138,6 +138,25 @@ pub async fn gather(plan: &Plan, opts: &Options) -> Facts {
         models,
         host: host(plan, opts, &hub_cache),
         not_reached,
+    }
+}
+
+/// The model the night loads: the command's `--model` (what vLLM is given), else the
+/// plan's `model`.
+pub fn model_of(c: &crate::plan::CommitSpec) -> Option<String> {
+    c.view
+        .as_ref()
+        .and_then(|v| v.model.clone())
+        .or_else(|| c.model.clone())
+}
+
+/// A model named by a path: the container sees only the HF cache mount, so a path on the
+/// operator's disk is not there.
+fn local_path_facts(model: &str) -> ModelFacts {
+    ModelFacts {
+        exists: Some(false),
+        source: format!("{model} is a local path; the container sees only the HF cache mount"),
+        ..ModelFacts::default()
     }
 }
 
@@ -235,9 +254,11 @@ fn commit_facts(
                 cf.datasets.push(DatasetFacts {
                     name: d.clone(),
                     present: false,
-                    fetchable: true,
+                    // The container starts offline: what is not in the cache by then
+                    // cannot be loaded, whatever the Hub has.
+                    fetchable: false,
                     detail: format!(
-                        "Hub dataset not in the HF cache ({}); a container started offline cannot load it",
+                        "Hub dataset not in the HF cache ({}); the container starts offline and cannot load it: fetch it into the cache before the night",
                         dir.display()
                     ),
                 });
@@ -254,14 +275,14 @@ async fn models(
     cache: &mut LookupCache,
     not_reached: &mut Vec<String>,
 ) -> BTreeMap<String, ModelFacts> {
-    let names: BTreeSet<String> = plan
-        .commits
-        .iter()
-        .filter_map(|c| c.model.clone().or_else(|| c.view.as_ref()?.model.clone()))
-        .collect();
+    let names: BTreeSet<String> = plan.commits.iter().filter_map(model_of).collect();
     let mut out = BTreeMap::new();
     let mut ask = Vec::new();
     for m in names {
+        if m.starts_with('/') || m.starts_with("./") || m.starts_with("~/") {
+            out.insert(m.clone(), local_path_facts(&m));
+            continue;
+        }
         let local = hub::from_cache(hub_cache, &m);
         let complete = local
             .as_ref()
@@ -391,6 +412,36 @@ async fn images(
     }
     let client = registry::client();
     let auth = DockerAuth::from_env();
+    // One request per registry first: a registry that cannot be reached is said once, not
+    // waited on for every image it holds.
+    let mut down: BTreeMap<String, String> = BTreeMap::new();
+    let mut hosts_seen = BTreeSet::new();
+    let mut rest = Vec::new();
+    for r in ask {
+        let host = crate::runtime::docker::auth::Registry::of(&r).host;
+        if hosts_seen.insert(host.clone()) {
+            let st = registry::lookup(&client, &auth, &r).await;
+            if let ImageState::Unknown(why) = &st {
+                if why.contains("unreachable") {
+                    down.insert(host, why.clone());
+                }
+            }
+            remember(cache, &r, &st);
+            out.insert(r, st);
+        } else {
+            rest.push((host, r));
+        }
+    }
+    let mut ask = Vec::new();
+    for (host, r) in rest {
+        match down.get(&host) {
+            Some(why) => {
+                out.insert(r, ImageState::Unknown(why.clone()));
+            }
+            None => ask.push(r),
+        }
+    }
+    not_reached.extend(down.into_values());
     let answers: Vec<(String, ImageState)> = stream::iter(ask)
         .map(|r| {
             let client = client.clone();
@@ -405,18 +456,25 @@ async fn images(
         .await;
     let mut unreachable = BTreeSet::new();
     for (r, st) in answers {
-        match &st {
-            ImageState::Registry { .. } => cache.put(&format!("registry:{r}"), &st, KEEP_FOUND_S),
-            ImageState::Missing { .. } => cache.put(&format!("registry:{r}"), &st, KEEP_MISSING_S),
-            ImageState::Unknown(why) if why.contains("unreachable") => {
+        if let ImageState::Unknown(why) = &st {
+            if why.contains("unreachable") {
                 unreachable.insert(why.clone());
             }
-            _ => {}
         }
+        remember(cache, &r, &st);
         out.insert(r, st);
     }
     not_reached.extend(unreachable);
     out
+}
+
+/// Registry answers worth keeping: found (a day) and missing (an hour).
+fn remember(cache: &mut LookupCache, image: &str, st: &ImageState) {
+    match st {
+        ImageState::Registry { .. } => cache.put(&format!("registry:{image}"), st, KEEP_FOUND_S),
+        ImageState::Missing { .. } => cache.put(&format!("registry:{image}"), st, KEEP_MISSING_S),
+        _ => {}
+    }
 }
 
 fn host(plan: &Plan, opts: &Options, hub_cache: &Path) -> BoxFacts {

@@ -74,10 +74,7 @@ fn judge_commit(plan: &Plan, facts: &Facts, ci: usize, c: &CommitSpec) -> Commit
         unchecked: Vec::new(),
     };
     let cf = facts.commits.get(ci).cloned().unwrap_or_default();
-    let model = c
-        .model
-        .clone()
-        .or_else(|| c.view.as_ref().and_then(|v| v.model.clone()));
+    let model = super::gather::model_of(c);
     let eras = eras(c, &variants, &cf.eras, &mut f);
     let mut report_eras = BTreeMap::new();
     for (v, e) in &eras {
@@ -280,11 +277,12 @@ fn model_checks(
         f.unchecked(format!("model {model}: {u}"));
     }
     if mf.exists == Some(false) {
-        f.block(
-            ALL,
-            "model_not_found",
-            format!("{model} is not on the Hub (404 Repository not found)"),
-        );
+        let why = if mf.source.contains("local path") {
+            mf.source.clone()
+        } else {
+            format!("{model} is not on the Hub (404 Repository not found)")
+        };
+        f.block(ALL, "model_not_found", why);
         return;
     }
     if mf.gated == Some(true) && mf.access == Some(false) {

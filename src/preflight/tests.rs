@@ -69,9 +69,15 @@ fn a_fitting_model_on_a_fine_era_is_ready() {
 #[test]
 fn weights_count_tp_and_quantisation_at_load() {
     // 140 GiB bf16 at TP 1: blocked; at TP 2 (2 × 80 × 0.9 = 144): fits tightly (a risk).
-    let f = facts(model(140 * GIB, serde_json::json!({"torch_dtype": "bfloat16"})), "0.6.0");
+    let f = facts(
+        model(140 * GIB, serde_json::json!({"torch_dtype": "bfloat16"})),
+        "0.6.0",
+    );
     assert_eq!(judge(&plan(LAT, ""), &f)[0].verdict, Verdict::Blocked);
-    let tp2 = judge(&plan(&format!("{LAT} -tp 2"), "gpu_config = \"H100:2\"\n"), &f);
+    let tp2 = judge(
+        &plan(&format!("{LAT} -tp 2"), "gpu_config = \"H100:2\"\n"),
+        &f,
+    );
     assert_eq!(tp2[0].verdict, Verdict::AtRisk, "{:?}", tp2[0]);
     // The same checkpoint quantised to fp8 at load takes half: fits on one GPU with room.
     let fp8 = judge(&plan(&format!("{LAT} --quantization fp8"), ""), &f);
@@ -88,9 +94,15 @@ fn an_unlisted_era_and_a_local_version_are_unchecked_never_old() {
     f.commits[0].eras.clear();
     let r = &judge(&p, &f)[0];
     assert!(r.eras.is_empty(), "0.0.0+local names no era: {r:?}");
-    assert!(r.unchecked.iter().any(|u| u.starts_with("era of human")), "{r:?}");
+    assert!(
+        r.unchecked.iter().any(|u| u.starts_with("era of human")),
+        "{r:?}"
+    );
     // A Llama 3.1 rope with no era known is not blocked: it is unknown.
-    let rope = model(GIB, serde_json::json!({"rope_scaling": {"rope_type": "llama3"}}));
+    let rope = model(
+        GIB,
+        serde_json::json!({"rope_scaling": {"rope_type": "llama3"}}),
+    );
     let mut f = facts(rope, "0.4.2");
     assert_eq!(judge(&p, &f)[0].verdict, Verdict::Blocked);
     f.commits[0].eras.clear();
@@ -102,7 +114,8 @@ fn images_and_patches_name_their_variant() {
     let p = plan(LAT, "");
     let mut f = facts(model(GIB, serde_json::json!({})), "0.6.0");
     let cf = &mut f.commits[0];
-    cf.images.insert("human".into(), ImageState::Local { size: None });
+    cf.images
+        .insert("human".into(), ImageState::Local { size: None });
     cf.images.insert(
         "baseline".into(),
         ImageState::Missing {
@@ -122,7 +135,10 @@ fn images_and_patches_name_their_variant() {
     assert_eq!(blocked, ["agent:a"], "{r:?}");
     // The missing baseline can be derived from the human image: a risk, not a block.
     let b = r.reasons.iter().find(|x| x.variant == "baseline").unwrap();
-    assert_eq!((b.severity, b.category.as_str()), (Severity::Risk, "image_derived"));
+    assert_eq!(
+        (b.severity, b.category.as_str()),
+        (Severity::Risk, "image_derived")
+    );
     let rep = Report::new(vec![r.clone()], vec![], 1);
     assert_eq!(rep.summary.runs_blocked, 1);
     assert_eq!(rep.exit_code(), 1);

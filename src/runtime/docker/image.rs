@@ -92,6 +92,13 @@ pub fn classify_pull_error(msg: &str) -> ImageError {
     } else if registry_refusal(msg).is_some() {
         ImageError::Other(msg.to_string())
     } else if m.contains("not found")
+        // The registry cannot be reached at all (DNS, routing, TLS): the image cannot come
+        // from there tonight either, so it is made where it can be, as a missing one is.
+        || m.contains("dial tcp")
+        || m.contains("no such host")
+        || m.contains("i/o timeout")
+        || m.contains("tls handshake timeout")
+        || m.contains("network is unreachable")
         || m.contains("manifest unknown")
         || m.contains("pull access denied")
         || m.contains("repository does not exist")
