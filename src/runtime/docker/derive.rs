@@ -207,6 +207,19 @@ impl DockerRuntime {
             ))
             .await?;
         if code != 0 || !out.contains("verified") {
+            // Dependency rot the human image carries (aimv2, NumPy 2, …) is not the
+            // overlay's doing: the run meets it, is diagnosed and gets its fix recipe.
+            use crate::category::Category::*;
+            let d = crate::diagnose::diagnose_text(
+                &crate::diagnose::Catalog::builtin(),
+                out.as_bytes(),
+            );
+            if matches!(
+                d.category,
+                Aimv2Conflict | NumpyAbi | LogitsWarperImport | PyairportsMissing | FaUtilsMissing
+            ) {
+                return Ok(files);
+            }
             let why = out
                 .lines()
                 .rev()
