@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# The rehearsal: the seeds' real perf commands through the Docker runtime, on stand-in
-# images that behave like real ones (no bare python, strict clients, datasets that must
-# exist). Ends with one line:
-#   rehearsal: X/Y runnable commits with a complete 3-way result; runs: S success, F failed (cat=n, ...), K skipped
+# The rehearsal: the completed seed plan through preflight and the Docker runtime, on a
+# box as strict as a real one (README "The rehearsal"; scripts/rehearsal/fixture.py). Ends
+# with one line:
+#   rehearsal: X/Y runnable commits with a complete 3-way result; named before the night: P;
+#   failed during the night: F (cat=n, ...); runs: ...
 #
-#   scripts/rehearsal.sh [STORE_DIR] [--faults] [--limit N] [--kills N] [--check]
-#
-# --faults: images carry the dependency faults the seed reports name (aimv2, numpy), so
-# the fixes run too. --limit N: N commits spread across the list (CI's short cut).
-# --check: exit 1 unless every runnable commit got its 3-way result.
+#   scripts/rehearsal.sh [STORE_DIR] [--limit N] [--kills N] [--check] [--no-faults]
+#                        [--no-missing-baselines]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --quiet

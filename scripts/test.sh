@@ -43,9 +43,11 @@ fi
 
 cargo test --all-targets --no-fail-fast -- --test-threads 2
 
-# A short cut of the rehearsal (README "The rehearsal"): the seeds' real commands on
-# stand-in images, through the Docker runtime; fails unless every runnable commit of the
-# cut gets its 3-way result.
+# A short cut of the rehearsal (README "The rehearsal"): the seeds' real commands on a box
+# as strict as a real one (fixture clone with release tags, stand-in Hub, stale and absent
+# patches, faults, missing baselines), preflight then the Docker runtime; fails when a
+# commit is unaccounted for, a kill -9 loses or duplicates anything, or a commit fails
+# during the night for a reason preflight can know.
 if docker info >/dev/null 2>&1; then
   REHEARSAL_DIR=$(mktemp -d "${TMPDIR:-/tmp}/nightshift-rehearsal.XXXXXX")
   scripts/rehearsal.sh "$REHEARSAL_DIR" --limit 24 --kills 3 --check
