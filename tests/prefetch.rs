@@ -579,3 +579,33 @@ async fn measure_download_throughput_and_cached_check() {
         t.elapsed().as_secs_f64() * 1000.0 / f64::from(n)
     );
 }
+
+/// A server started with `--load-format dummy` makes its weights up: only the metadata
+/// comes (config, tokenizer, index), no weight byte moves, and a box too small for the
+/// weights is not refused.
+#[tokio::test]
+async fn dummy_load_format_fetches_metadata_only() {
+    let fake = FakeHub::start();
+    fake.add("org/tiny", C1, &tiny_model());
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = fake.hub(tmp.path(), Some(TOKEN));
+    let tiny_gpu = Budget {
+        gpu_mem_per_gpu: Some(1000),
+        tp: 1,
+        free_disk: Some(1 << 30),
+    };
+    let prep = hub
+        .ensure_model_with("org/tiny", None, &tiny_gpu, false, |_| {})
+        .await
+        .unwrap();
+    assert!(
+        prep.files.files.iter().all(|f| !f.weights),
+        "{:?}",
+        prep.files.files
+    );
+    assert_eq!(fake.weight_gets(), 0);
+    let snap = tmp.path().join("hub/models--org--tiny/snapshots").join(C1);
+    assert!(snap.join("config.json").is_file());
+    assert!(snap.join("tokenizer.json").is_file());
+    assert!(!snap.join("model-00001-of-00002.safetensors").exists());
+}

@@ -223,6 +223,21 @@ impl Hub {
         budget: &Budget,
         progress: impl FnMut(Progress),
     ) -> Result<Prepared, PrefetchError> {
+        self.ensure_model_with(model, revision, budget, true, progress)
+            .await
+    }
+
+    /// As [`Hub::ensure_model`]; with `weights = false` (a server started with
+    /// `--load-format dummy`, which makes up its weights) only the metadata comes: config,
+    /// tokenizer, the index, and no weight-size check on the cache disk.
+    pub async fn ensure_model_with(
+        &self,
+        model: &str,
+        revision: Option<&str>,
+        budget: &Budget,
+        weights: bool,
+        progress: impl FnMut(Progress),
+    ) -> Result<Prepared, PrefetchError> {
         let lock = self.repo_lock(&lock_key("model", model));
         let _held = lock.lock().await;
         let files = match self.plan_model(model, revision).await {
@@ -233,6 +248,12 @@ impl Hub {
             },
             Err(e) => return Err(e.into()),
         };
+        let mut files = files;
+        if !weights {
+            files.files.retain(|f| !f.weights);
+            let summary = self.fetch_locked(&files, progress).await?;
+            return Ok(Prepared { files, summary });
+        }
         let free = budget
             .free_disk
             .or_else(|| free_disk_bytes(&self.cache_dir));

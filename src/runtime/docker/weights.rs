@@ -33,6 +33,10 @@ impl DockerRuntime {
             .iter()
             .find(|f| f.name == "--revision")
             .and_then(|f| f.value.clone());
+        // `--load-format dummy` makes the weights up: config and tokenizer are all it reads.
+        let dummy = job.view.flags.iter().any(|f| {
+            f.name.replace('_', "-") == "--load-format" && f.value.as_deref() == Some("dummy")
+        });
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let forward = {
             let sink = sink.clone();
@@ -46,7 +50,7 @@ impl DockerRuntime {
         };
         let result = clock
             .wait(
-                hub.ensure_model(model, revision.as_deref(), &budget, move |p| {
+                hub.ensure_model_with(model, revision.as_deref(), &budget, !dummy, move |p| {
                     let _ = tx.send(p);
                 }),
             )
