@@ -202,6 +202,51 @@ pub fn print(checks: &[Check], out: &mut dyn Write) -> std::io::Result<()> {
 
 /// The plan's datasets: each `[datasets]` file present, and every commit whose client
 /// would open a dataset that is not configured.
+/// The agents' patch files the plan names: on this box or not. Whether each applies to
+/// its parent is preflight's (`nightshift preflight PLAN`, with the clone).
+pub fn patch_checks(plan: &crate::plan::Plan) -> Vec<Check> {
+    let base = plan.path.parent().unwrap_or(Path::new("."));
+    let named: Vec<&str> = plan
+        .runs
+        .iter()
+        .filter(|r| r.variant.agent_id().is_some() && r.skip_reason.is_none())
+        .filter_map(|r| r.patch.as_deref())
+        .collect();
+    if named.is_empty() {
+        return Vec::new();
+    }
+    let missing: Vec<&str> = named
+        .iter()
+        .copied()
+        .filter(|p| !crate::plan::expand_path(p, base).is_file())
+        .collect();
+    let level = if missing.is_empty() {
+        Level::Ok
+    } else {
+        Level::Warn
+    };
+    let mut detail = format!(
+        "{} of {} agent patch files on this box",
+        named.len() - missing.len(),
+        named.len()
+    );
+    if let Some(first) = missing.first() {
+        detail.push_str(&format!(" (missing: {first}"));
+        if missing.len() > 1 {
+            detail.push_str(&format!(" and {} more", missing.len() - 1));
+        }
+        detail.push(')');
+    }
+    vec![check(
+        "agent patches",
+        level,
+        detail,
+        (!missing.is_empty()).then_some(
+            "those agent runs cannot give a result; `nightshift preflight PLAN` names each and checks the rest apply to their parent",
+        ),
+    )]
+}
+
 pub fn dataset_checks(plan: &crate::plan::Plan) -> Vec<Check> {
     let mut v = Vec::new();
     for (name, path) in &plan.datasets {
@@ -259,6 +304,7 @@ pub fn main(vllm_src: Option<&Path>, plan: Option<&crate::plan::Plan>) -> i32 {
     let mut checks = rt.block_on(checks(src));
     if let Some(p) = plan {
         checks.extend(dataset_checks(p));
+        checks.extend(patch_checks(p));
     }
     let _ = print(&checks, &mut std::io::stdout());
     let fails = checks.iter().filter(|c| c.level == Level::Fail).count();
