@@ -87,11 +87,8 @@ fn fixture() -> Fixture {
     write(&patches.join(format!("{}.diff", &huge[..8])), bad);
     // `nocmd` and the missing-patch commit have no patch file.
 
-    let missing_patch = {
-        // Another commit on the new era whose patch file was never copied to the box.
-        let h = commit(&src, "vllm/core/third.py", "w = 1\n", "missing patch");
-        h
-    };
+    // Another commit on the new era whose patch file was never copied to the box.
+    let missing_patch = commit(&src, "vllm/core/third.py", "w = 1\n", "missing patch");
     let cmd = |m: &str| {
         format!("python benchmarks/benchmark_throughput.py --model {m} --input-len 128 --output-len 128")
     };

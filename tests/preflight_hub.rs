@@ -89,7 +89,7 @@ fn preflight(plan: &std::path::Path, endpoint: &str, token: Option<&str>) -> Val
         .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)))
 }
 
-fn commit<'a>(doc: &'a Value, i: usize) -> &'a Value {
+fn commit(doc: &Value, i: usize) -> &Value {
     &doc["commits"][i]
 }
 

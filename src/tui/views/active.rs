@@ -99,9 +99,24 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     lines.push(Line::from(spans));
     // Pull progress.
     if let Some(layers) = app.pull_layers.get(&run) {
+        // A build from source reports files compiled of total under the name `build`;
+        // image layers and weights report bytes.
+        if let Some(&(done, total)) = layers.get("build") {
+            if total > 0 && current == Some(Stage::PreparingImage) {
+                let bar_w = w.saturating_sub(30).clamp(5, 40);
+                let filled = (done.min(total) as u128 * bar_w as u128 / total as u128) as usize;
+                lines.push(Line::from(vec![
+                    Span::styled("build ", t.dim()),
+                    Span::styled("█".repeat(filled), Style::default().fg(t.accent)),
+                    Span::styled("░".repeat(bar_w - filled), t.dim()),
+                    Span::styled(format!(" {done}/{total} files compiled"), t.text()),
+                ]));
+            }
+        }
         let (done, total) = layers
-            .values()
-            .fold((0u64, 0u64), |(d, t), (a, b)| (d + a, t + b));
+            .iter()
+            .filter(|(name, _)| name.as_str() != "build")
+            .fold((0u64, 0u64), |(d, t), (_, (a, b))| (d + a, t + b));
         if total > 0 && (done < total || current == Some(Stage::PreparingImage)) {
             let bar_w = w.saturating_sub(30).clamp(5, 40);
             let filled = (done as u128 * bar_w as u128 / total as u128) as usize;
@@ -114,7 +129,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                         " {:.1}/{:.1} GB {} layers",
                         done as f64 / 1e9,
                         total as f64 / 1e9,
-                        layers.len()
+                        layers.keys().filter(|k| k.as_str() != "build").count()
                     ),
                     t.text(),
                 ),
