@@ -12,7 +12,8 @@
 #
 # The base: $NAME:base, label nightshift.standin.src=<hash>. It has busybox, /etc/passwd,
 # /tmp, /root and the binary at /usr/lib/vllm-standin/vllm-standin, but no python3, vllm or
-# pip: the families decide where those live.
+# pip: the families decide where those live. Like a CUDA runtime image it has apt-get (the
+# stand-in, with NVIDIA's repo listed) but no nvcc, gcc or ccache: builds install them.
 #
 # Test tags (the failure lives in the image, like dependency rot does):
 #   nightshift-standin:latest          official family, vLLM 0.8.5 (python3 only, no `python`)
@@ -78,6 +79,13 @@ else
     [ -e "$ROOT/bin/$app" ] || ln -s busybox "$ROOT/bin/$app"
   done
   cp "$BIN" "$ROOT/usr/lib/vllm-standin/vllm-standin"
+  # As a CUDA runtime image (nvidia/cuda:*-base): apt with NVIDIA's repo, no nvcc, no
+  # compiler, no ccache. The stand-in plays apt-get: a build template installs them.
+  ln -s /usr/lib/vllm-standin/vllm-standin "$ROOT/usr/bin/apt-get"
+  mkdir -p "$ROOT/etc/apt/sources.list.d"
+  echo "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/ /" \
+    > "$ROOT/etc/apt/sources.list.d/cuda-ubuntu2204-x86_64.list"
+  printf 'NAME="Ubuntu"\nID=ubuntu\nVERSION_ID="22.04"\n' > "$ROOT/etc/os-release"
   echo "root:x:0:0:root:/root:/bin/sh" > "$ROOT/etc/passwd"
   echo "root:x:0:" > "$ROOT/etc/group"
   cat > "$CTX/Dockerfile" <<DF

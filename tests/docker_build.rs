@@ -9,13 +9,23 @@ use nightshift::model::Variant;
 use nightshift::plan::clone::Clone;
 use nightshift::runtime::docker::build::BuildConfig;
 use nightshift::runtime::docker::{DockerConfig, DockerRuntime};
-use nightshift::runtime::{RunEnd, RunJob};
+use nightshift::runtime::{RunEnd, RunJob, RuntimeMsg};
 use std::path::Path;
 use std::process::Command;
 
-/// parent: an installable vLLM project (setup.py, the package); commit: adds a kernel.
+/// parent: an installable vLLM project with kernels (setup.py, CMakeLists.txt, csrc/, the
+/// package); commit: adds a kernel.
 fn clone(dir: &Path) -> (String, String) {
     std::fs::create_dir_all(dir.join("vllm/worker")).unwrap();
+    std::fs::create_dir_all(dir.join("csrc/attention")).unwrap();
+    std::fs::write(
+        dir.join("CMakeLists.txt"),
+        "project(vllm_extensions LANGUAGES CXX CUDA)\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("csrc/ops.cu"), "// ops\n").unwrap();
+    std::fs::write(dir.join("csrc/attention/paged.cu"), "// paged\n").unwrap();
+    std::fs::write(dir.join("csrc/torch_bindings.cpp"), "// bindings\n").unwrap();
     git(dir, &["init", "-q"]);
     std::fs::write(
         dir.join("setup.py"),
@@ -93,6 +103,29 @@ async fn a_baseline_with_compiled_changes_is_built_verified_and_benchmarked() {
         logs.contains("build │ Step"),
         "the build log streams: {logs}"
     );
+    // The runtime image had no nvcc, compiler or ccache: the template installed those of
+    // torch's CUDA, and the compile ran with the box's arch list, jobs and the ccache volume.
+    for want in [
+        "torch is built for CUDA 12.4",
+        "installing: cuda-nvcc-12-4",
+        "Cuda compilation tools, release 12.4",
+        "ccache volume nightshift-ccache",
+        "CCACHE_DIR=/root/.cache/ccache",
+        "CUDA target architectures: ",
+        "Using ccache as the CUDA compiler launcher",
+        "[4/4] Linking CXX shared module",
+    ] {
+        assert!(logs.contains(want), "{want} in the build log: {logs}");
+    }
+    // ninja's [N/M] lines come as progress, up to all of them.
+    let progress: Vec<(u64, u64)> = msgs
+        .iter()
+        .filter_map(|m| match m {
+            RuntimeMsg::Pull { layer, done, total } if layer == "build" => Some((*done, *total)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(progress, vec![(1, 4), (2, 4), (3, 4), (4, 4)], "{logs}");
     eprintln!(
         "{}",
         logs.lines()
@@ -131,6 +164,37 @@ async fn a_build_that_finishes_without_installing_fails_with_its_reason() {
             message.contains("instead of the built tree"),
             "{message}\n{}",
             logs_text(&msgs)
+        ),
+        other => panic!("expected needs_build, got {other:?}"),
+    }
+    // The old recipe (pip straight on the runtime image): no CUDA compiler, as CMake says.
+    let bare = BuildConfig {
+        dockerfile: "FROM {base}\nCOPY . /opt/nightshift-build\nWORKDIR /opt/nightshift-build\nRUN python3 -m pip install --no-build-isolation -e .\n".into(),
+        ..BuildConfig::default()
+    };
+    let rt = runtime(&src, bare);
+    let (end, msgs) = run_one(&rt, job(Variant::Baseline, MISSING, &parent, &commit, &src)).await;
+    let logs = logs_text(&msgs);
+    match end {
+        RunEnd::NeedsBuild { message } => assert!(
+            message.contains("failed") && logs.contains("No CMAKE_CXX_COMPILER could be found"),
+            "{message}\n{logs}"
+        ),
+        other => panic!("expected needs_build, got {other:?}"),
+    }
+    // With the compilers but no arch list (no GPU in a build): torch's warning, then its error.
+    let no_arch = BuildConfig {
+        dockerfile: "FROM {base}\nRUN apt-get install -y build-essential cuda-nvcc-12-4\nENV PATH=/usr/local/cuda-12.4/bin:$PATH\nCOPY . /opt/nightshift-build\nWORKDIR /opt/nightshift-build\nRUN python3 -m pip install --no-build-isolation -e .\n".into(),
+        ..BuildConfig::default()
+    };
+    let rt = runtime(&src, no_arch);
+    let (end, msgs) = run_one(&rt, job(Variant::Baseline, MISSING, &parent, &commit, &src)).await;
+    let logs = logs_text(&msgs);
+    match end {
+        RunEnd::NeedsBuild { message } => assert!(
+            logs.contains("TORCH_CUDA_ARCH_LIST is not set")
+                && logs.contains("IndexError: list index out of range"),
+            "{message}\n{logs}"
         ),
         other => panic!("expected needs_build, got {other:?}"),
     }

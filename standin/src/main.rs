@@ -47,6 +47,7 @@ mod server;
 mod sse;
 #[cfg(test)]
 mod tests;
+mod toolchain;
 
 use std::io::Write;
 use std::path::Path;
@@ -62,6 +63,8 @@ fn main() {
         p if p.starts_with("python") => python(&rest),
         "vllm" => cli::main(&rest, pyenv::Site::Console),
         p if p.starts_with("pip") => pycode::pip(&rest),
+        "apt-get" => toolchain::apt_get(&rest),
+        t @ ("nvcc" | "gcc" | "g++" | "cc" | "c++" | "ccache") => toolchain::tool(t, &rest),
         _ => match rest.split_first() {
             // Invoked by its own name: `vllm-standin python3 ...`.
             Some((p, r)) if p.starts_with("python") => python(r),

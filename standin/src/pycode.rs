@@ -136,6 +136,10 @@ pub fn run(code: &str) -> i32 {
         let other_spec = arg.contains("find_spec(") && !mentions_find_spec_vllm(&arg);
         let about_vllm = !other_spec && (arg.contains("vllm") || (wants_spec || wants_import));
         let lit = arg.trim();
+        if lit == "torch.version.cuda" {
+            println!("{}", crate::toolchain::TORCH_CUDA);
+            continue;
+        }
         if (lit.starts_with('"') && lit.ends_with('"')
             || lit.starts_with('\'') && lit.ends_with('\''))
             && lit.len() >= 2
@@ -190,9 +194,10 @@ pub fn pip(args: &[String]) -> i32 {
             0
         }
         Some("uninstall") if args.iter().any(|a| a == "vllm") => uninstall_vllm(),
-        Some("install") if editable_target(args).is_some() => {
-            install_editable(&editable_target(args).unwrap_or_default())
-        }
+        Some("install") if editable_target(args).is_some() => install_editable(
+            &editable_target(args).unwrap_or_default(),
+            args.iter().any(|a| a == "-v" || a == "--verbose"),
+        ),
         Some("show") if args.iter().any(|a| a == "vllm") => match locate_vllm() {
             Some(pkg) => {
                 let e = Env::detect();
@@ -276,7 +281,8 @@ fn uninstall_vllm() -> i32 {
 
 /// `pip install -e DIR`: the project must be one (setup.py or pyproject.toml) with a
 /// `vllm` package; the old install goes, and a `__editable__` `.pth` points at DIR.
-fn install_editable(dir: &str) -> i32 {
+/// A tree with kernels compiles them first ([`crate::toolchain::build_kernels`]).
+fn install_editable(dir: &str, verbose: bool) -> i32 {
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
     let root = std::fs::canonicalize(cwd.join(dir)).unwrap_or_else(|_| cwd.join(dir));
     println!("Obtaining file://{}", root.display());
@@ -293,6 +299,10 @@ fn install_editable(dir: &str) -> i32 {
         eprintln!("ERROR: Failed building editable for vllm");
         eprintln!("ERROR: Could not build wheels for vllm, which is required to install pyproject.toml-based projects");
         return 1;
+    }
+    let built = crate::toolchain::build_kernels(&root, verbose);
+    if built != 0 {
+        return built;
     }
     let version = pyenv::pkg_version(&root.join("vllm"))
         .unwrap_or_else(|| pyenv::DEFAULT_VERSION.to_string());

@@ -21,6 +21,10 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
+#[path = "build_toolchain.rs"]
+pub mod toolchain;
+pub use toolchain::BuildHost;
+
 /// Where the default recipe puts the source tree in the image.
 pub const BUILD_DIR: &str = "/opt/nightshift-build";
 /// The file in the build context that names the commit the tree is.
@@ -30,20 +34,52 @@ const DOCKERFILE: &str = "Dockerfile.nightshift";
 
 /// The default recipe. Placeholders: `{base}` (the image to start from), `{commit}` (the
 /// full hash of the tree), `{version}` (a PEP 440 version from `git describe`, which
-/// setuptools-scm cannot compute without the `.git` the context leaves out). The
-/// interpreter is found as the runtime finds it (images without a bare `python`).
+/// setuptools-scm cannot compute without the `.git` the context leaves out),
+/// `{arch_list}` (`TORCH_CUDA_ARCH_LIST` for the box's GPUs) and `{max_jobs}` (compile
+/// jobs the box's memory bears). The interpreter is found as the runtime finds it.
+///
+/// A runtime image has torch but not what compiling vLLM needs: the first step installs
+/// `nvcc` and the CUDA headers of torch's CUDA from NVIDIA's apt repo, a C/C++ compiler and
+/// ccache when missing (cached by Docker per base image). The compile itself runs in a
+/// container of this image with the ccache volume ([`toolchain::COMPILE_LABEL`]).
 pub const DEFAULT_DOCKERFILE: &str = r#"FROM {base}
-COPY . /opt/nightshift-build
-WORKDIR /opt/nightshift-build
-ENV SETUPTOOLS_SCM_PRETEND_VERSION={version}
 RUN set -e; py=""; \
     for c in python3 /usr/bin/python3 /usr/local/bin/python3 /opt/venv/bin/python3 /opt/conda/bin/python3 python; do \
       if command -v "$c" >/dev/null 2>&1; then py="$c"; break; fi; done; \
-    [ -n "$py" ] || { echo "ERROR: no Python interpreter in {base}"; exit 1; }; \
-    for r in requirements-build.txt requirements/build.txt; do \
-      if [ -f "$r" ]; then "$py" -m pip install -r "$r"; fi; done; \
-    "$py" -m pip uninstall -y vllm || true; \
-    MAX_JOBS="${MAX_JOBS:-$(nproc)}" "$py" -m pip install --no-build-isolation -e .
+    if [ -z "$py" ]; then echo "ERROR: no Python interpreter in {base}"; exit 1; fi; \
+    cu="$("$py" -c 'import torch; print(torch.version.cuda)' 2>/dev/null | tail -n 1)"; \
+    case "$cu" in [0-9]*.[0-9]*) ;; *) echo "ERROR: torch in {base} names no CUDA version ('$cu'): nothing to compile vLLM's kernels with"; exit 1;; esac; \
+    cuv="$(echo "$cu" | cut -d. -f1,2)"; pkg="$(echo "$cuv" | tr . -)"; echo "torch is built for CUDA $cuv"; \
+    nv="$(command -v nvcc 2>/dev/null || true)"; \
+    for d in "/usr/local/cuda-$cuv" /usr/local/cuda; do \
+      if [ -z "$nv" ] && [ -x "$d/bin/nvcc" ]; then nv="$d/bin/nvcc"; fi; done; \
+    need=""; \
+    if [ -z "$nv" ]; then need="cuda-nvcc-$pkg cuda-cudart-dev-$pkg cuda-libraries-dev-$pkg cuda-nvtx-$pkg"; fi; \
+    if ! command -v gcc >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1; then need="$need build-essential"; fi; \
+    if ! command -v ccache >/dev/null 2>&1; then need="$need ccache"; fi; \
+    if [ -n "$need" ]; then \
+      need="$(echo $need)"; echo "installing: $need"; \
+      if ! command -v apt-get >/dev/null 2>&1; then echo "ERROR: {base} lacks $need and has no apt-get to install them"; exit 1; fi; \
+      if [ -z "$nv" ] && ! ls /etc/apt/sources.list.d/ 2>/dev/null | grep -q cuda; then \
+        . /etc/os-release; arch="$(uname -m)"; if [ "$arch" = aarch64 ]; then arch=sbsa; fi; \
+        repo="https://developer.download.nvidia.com/compute/cuda/repos/$ID$(echo "$VERSION_ID" | tr -d .)/$arch"; \
+        apt-get update; DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates curl; \
+        curl -fsSL -o /tmp/cuda-keyring.deb "$repo/cuda-keyring_1.1-1_all.deb"; dpkg -i /tmp/cuda-keyring.deb; rm -f /tmp/cuda-keyring.deb; \
+      fi; \
+      apt-get update; DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $need; \
+      rm -rf /var/lib/apt/lists/*; \
+    fi; \
+    if [ ! -x /usr/local/cuda/bin/nvcc ]; then \
+      nv="$(command -v nvcc 2>/dev/null || echo "/usr/local/cuda-$cuv/bin/nvcc")"; \
+      if [ ! -x "$nv" ]; then echo "ERROR: no nvcc for CUDA $cuv after installing cuda-nvcc-$pkg"; exit 1; fi; \
+      ln -sfn "$(cd "$(dirname "$nv")/.." && pwd -P)" /usr/local/cuda; \
+    fi; \
+    /usr/local/cuda/bin/nvcc --version
+ENV CUDA_HOME=/usr/local/cuda PATH=/usr/local/cuda/bin:$PATH
+COPY . /opt/nightshift-build
+WORKDIR /opt/nightshift-build
+ENV SETUPTOOLS_SCM_PRETEND_VERSION={version} TORCH_CUDA_ARCH_LIST="{arch_list}"
+LABEL nightshift.build=compile
 WORKDIR /
 "#;
 
@@ -56,6 +92,12 @@ pub struct BuildConfig {
     pub dockerfile: String,
     /// A build that runs longer is stopped and fails (the seeds saw builds hang 30–77 min).
     pub timeout: Duration,
+    /// `TORCH_CUDA_ARCH_LIST` for the build; None: from the box's GPUs (NVML), else
+    /// [`toolchain::FALLBACK_ARCH_LIST`]. Default: nightshift's own `TORCH_CUDA_ARCH_LIST`.
+    pub arch_list: Option<String>,
+    /// Compile jobs; None: one per 6 GB of the Docker host's memory, at most its CPUs.
+    /// Default: nightshift's own `MAX_JOBS`.
+    pub max_jobs: Option<u32>,
 }
 
 impl Default for BuildConfig {
@@ -64,6 +106,8 @@ impl Default for BuildConfig {
             enabled: true,
             dockerfile: DEFAULT_DOCKERFILE.into(),
             timeout: Duration::from_secs(90 * 60),
+            arch_list: toolchain::env_override("TORCH_CUDA_ARCH_LIST"),
+            max_jobs: toolchain::env_override("MAX_JOBS").and_then(|j| j.parse().ok()),
         }
     }
 }
@@ -83,11 +127,22 @@ pub fn built_tag(human: &str, parent: &str, patch_sha: Option<&str>) -> String {
 }
 
 /// The template with its placeholders filled.
-pub fn render(template: &str, base: &str, commit: &str, version: &str) -> String {
+pub fn render(template: &str, base: &str, commit: &str, version: &str, host: &BuildHost) -> String {
     template
         .replace("{base}", base)
         .replace("{commit}", commit)
         .replace("{version}", version)
+        .replace("{arch_list}", &host.arch_list)
+        .replace("{max_jobs}", &host.max_jobs.to_string())
+}
+
+/// Whether the rendered Dockerfile leaves the compile to a container with the ccache
+/// volume (it labels the image [`toolchain::COMPILE_LABEL`]).
+pub fn compiles_in_container(dockerfile: &str) -> bool {
+    dockerfile.lines().any(|l| {
+        let l = l.trim();
+        l.starts_with("LABEL") && l.contains(toolchain::COMPILE_LABEL)
+    })
 }
 
 /// `git describe --tags` output → a PEP 440 version whose local part names the commit:
@@ -418,7 +473,8 @@ impl DockerRuntime {
             .ok()
             .map(|d| String::from_utf8_lossy(&d).into_owned());
         let version = pep440_version(describe.as_deref(), commit);
-        let dockerfile = render(&self.cfg.build.dockerfile, base, commit, &version);
+        let host = self.build_host().await;
+        let dockerfile = render(&self.cfg.build.dockerfile, base, commit, &version, &host);
         let ctx = context(src, &tree, &dockerfile, commit).await?;
         let what = match patch {
             Some(p) => format!("{commit} + {}", p.display()),
@@ -428,9 +484,11 @@ impl DockerRuntime {
             sink,
             Pipe::Stdout,
             format!(
-                "building {tag} from source: {what} on {base} ({} KiB context, limit {} min)",
+                "building {tag} from source: {what} on {base} ({} KiB context, limit {} min, TORCH_CUDA_ARCH_LIST={}, MAX_JOBS={})",
                 ctx.len() / 1024,
-                self.cfg.build.timeout.as_secs() / 60
+                self.cfg.build.timeout.as_secs() / 60,
+                host.arch_list,
+                host.max_jobs
             ),
         )
         .await;
@@ -452,9 +510,8 @@ impl DockerRuntime {
                 match item {
                     Ok(info) => {
                         if let Some(text) = info.stream.or(info.status) {
-                            for l in text.lines().filter(|l| !l.trim().is_empty()) {
-                                self.dlog(sink, Pipe::Stdout, format!("build │ {l}")).await;
-                                log.push(l.to_string());
+                            for l in text.lines() {
+                                self.build_line(sink, Pipe::Stdout, l, &mut log).await;
                             }
                         }
                         if let Some(e) = info.error_detail.and_then(|d| d.message) {
@@ -469,6 +526,16 @@ impl DockerRuntime {
                         log.push(m);
                         return Err(());
                     }
+                }
+            }
+            if compiles_in_container(&dockerfile) {
+                if let Err(e) = self
+                    .compile_in_container(job, tag, &host, sink, lo, clock, &mut log)
+                    .await
+                {
+                    self.dlog(sink, Pipe::Stderr, format!("build │ {e}")).await;
+                    log.push(e);
+                    return Err(());
                 }
             }
             Ok(())
@@ -609,10 +676,42 @@ mod tests {
             built_tag("org/h:abc", "0123456789abcdef", Some("feedbeef99")),
             "org/h:nsbuild-0123456789ab-pfeedbeef"
         );
-        let d = render(DEFAULT_DOCKERFILE, "img:1", "c0ffee", "1.0+gc0ffee");
+        let host = BuildHost {
+            arch_list: "8.0;9.0".into(),
+            max_jobs: 12,
+        };
+        let d = render(DEFAULT_DOCKERFILE, "img:1", "c0ffee", "1.0+gc0ffee", &host);
         assert!(d.starts_with("FROM img:1\n"));
         assert!(d.contains("SETUPTOOLS_SCM_PRETEND_VERSION=1.0+gc0ffee"));
-        assert!(!d.contains("{base}") && !d.contains("{version}"));
+        assert!(d.contains("TORCH_CUDA_ARCH_LIST=\"8.0;9.0\""));
+        assert!(!d.contains("{base}") && !d.contains("{version}") && !d.contains("{arch_list}"));
+        assert_eq!(
+            render("RUN make -j{max_jobs}", "b", "c", "v", &host),
+            "RUN make -j12"
+        );
+        assert!(compiles_in_container(&d));
+        assert!(!compiles_in_container("FROM x\nRUN pip install -e .\n"));
+    }
+
+    #[test]
+    fn the_default_template_brings_the_toolchain_of_torchs_cuda() {
+        let d = DEFAULT_DOCKERFILE;
+        // torch's CUDA decides the packages; nvcc is installed only when missing.
+        assert!(d.contains("import torch; print(torch.version.cuda)"));
+        assert!(d.contains(r#"nv="$(command -v nvcc"#));
+        for pkg in [
+            "cuda-nvcc-$pkg",
+            "cuda-libraries-dev-$pkg",
+            "build-essential",
+            "ccache",
+        ] {
+            assert!(d.contains(pkg), "{pkg}");
+        }
+        assert!(d.contains("developer.download.nvidia.com/compute/cuda/repos/"));
+        assert!(d.contains("ENV CUDA_HOME=/usr/local/cuda PATH=/usr/local/cuda/bin:$PATH"));
+        // The toolchain step comes before the tree: Docker caches it across commits.
+        assert!(d.find("apt-get install").unwrap() < d.find("COPY . ").unwrap());
+        assert!(d.ends_with("WORKDIR /\n"));
     }
 
     #[test]
