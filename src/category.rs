@@ -69,6 +69,10 @@ named_enum!(
         RegistryAuth => "registry_auth",
         RegistryRateLimited => "registry_rate_limited",
         NeedsBuild => "needs_build",
+        ModelNotFound => "model_not_found",
+        ModelTooLarge => "model_too_large",
+        HubOffline => "hub_offline",
+        ServerConfigInvalid => "server_config_invalid",
         Other => "other",
     }
 );
@@ -95,7 +99,7 @@ mod tests {
             let json = serde_json::to_string(c).unwrap();
             assert_eq!(json, format!("\"{}\"", c.as_str()));
         }
-        assert_eq!(Category::ALL.len(), 27);
+        assert_eq!(Category::ALL.len(), 31);
         assert!("nope"
             .parse::<Category>()
             .unwrap_err()

@@ -25,6 +25,7 @@ fn corpus_failures_are_classified_as_labelled() {
         serde_json::from_slice(&std::fs::read(root.join("labels.json")).unwrap()).unwrap();
     let catalog = Catalog::builtin();
     let mut total = 0;
+    let mut categories_right = 0;
     let mut wrong = Vec::new();
     for case in labels.as_array().unwrap() {
         let file = case["file"].as_str().unwrap();
@@ -42,6 +43,7 @@ fn corpus_failures_are_classified_as_labelled() {
         let d = diagnose_text(&catalog, &text);
         let cat_ok = d.category.as_str() == want || alts.contains(&d.category.as_str());
         let ev_ok = d.evidence == evidence || d.evidence.contains(evidence);
+        categories_right += usize::from(cat_ok);
         if !(cat_ok && ev_ok) {
             wrong.push(format!(
                 "{file}: want {want} {alts:?} / {evidence:?}\n      got {} / {:?} (line {:?})",
@@ -49,6 +51,10 @@ fn corpus_failures_are_classified_as_labelled() {
             ));
         }
     }
+    eprintln!(
+        "corpus: categories right {categories_right}/{total}, category and evidence right {}/{total}",
+        total - wrong.len()
+    );
     assert!(total >= 23, "expected the 23 failure cases, found {total}");
     assert!(
         wrong.is_empty(),

@@ -69,6 +69,54 @@ const LOGS: &[(Category, &str)] = &[
     // --- capture that stops making progress, judged by the time between capture lines.
     (Category::CudaGraphCaptureTimeout, "INFO 01-14 01:49:37 [kv_cache_utils.py:1] GPU KV cache size: 521,088 tokens\nINFO 01-14 01:49:38 [gpu_model_runner.py:1] Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):   0%|          | 0/67 [00:00<?, ?it/s]\nINFO 01-14 01:49:39 [gpu_model_runner.py:1] Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):   1%|          | 1/67 [00:01<01:06, 1.00it/s]\nINFO 01-14 02:49:40 [launcher.py:1] Shutting down FastAPI HTTP server.\nINFO 01-14 02:49:41 [launcher.py:1] Received SIGTERM\n"),
     (Category::CudaGraphCaptureTimeout, "INFO 05-01 10:00:00 model_runner.py:1] Capturing cudagraphs for decoding.\nCapturing CUDA graph shapes:  40%|####      | 14/35 [00:06<00:09, 2.30it/s]\nE   RuntimeError: Server failed to start in time.\n"),
+    // --- the model is not on the Hub: huggingface_hub, transformers, vLLM, nightshift's
+    // own prefetch (the Hub's 401 for a repository it will not admit exists).
+    (Category::ModelNotFound, "Traceback (most recent call last):\n  File \"/usr/local/lib/python3.12/dist-packages/huggingface_hub/utils/_http.py\", line 409, in hf_raise_for_status\nhuggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-0000abcd-00112233445566778899aabb;0a0b0c0d-1111-2222-3333-444455556666)\n\nRepository Not Found for url: https://huggingface.co/api/models/org/model-xl/tree/main?recursive=True&expand=False.\nPlease make sure you specified the correct `repo_id` and `repo_type`.\nIf you are trying to access a private or gated repo, make sure you are authenticated.\n"),
+    (Category::ModelNotFound, "ERROR 02-11 08:15:02 [core.py:1] EngineCore failed to start.\nOSError: org/model-xl is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models'\nIf this is a private repository, make sure to pass a token having permission to this repo either by logging in with `huggingface-cli login` or by passing `token=<your_token>`\n"),
+    (Category::ModelNotFound, "weights of org/model-xl: 401 Client Error: Repository Not Found for url: https://huggingface.co/api/models/org/model-xl/revision/main. Check that org/model-xl is a model on the Hub; if it is private or gated, set HF_TOKEN to a token that can read it.\n"),
+    (Category::ModelNotFound, "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: https://huggingface.co/api/models/org/model-xl/revision/v2\n"),
+    // --- the weights alone do not fit the GPUs: nightshift's fit check, vLLM's memory
+    // accounting raised as an error, a weight that cannot be allocated.
+    (Category::ModelTooLarge, "org/model-xl: model weights (140.0 GiB) are larger than GPU memory × TP (80.0 GiB × 1 = 80.0 GiB): raise --tensor-parallel-size or use GPUs with more memory\n"),
+    (Category::ModelTooLarge, "INFO 06-02 11:00:00 [worker.py:1] Memory profiling takes 4.10 seconds\nValueError: Not enough GPU memory: model weights take 141.20GiB; total_gpu_memory (79.10GiB) x gpu_memory_utilization (0.90) = 71.19GiB of GPU memory is usable\n"),
+    (Category::ModelTooLarge, "(VllmWorker rank=0 pid=77) ERROR 06-02 11:00:00 [multiproc_executor.py:1] RuntimeError: Failed to create unquantized linear weights: CUDA out of memory. This may be caused by insufficient memory to allocate the weight.\n"),
+    (Category::ModelTooLarge, "ValueError: The model weights (152.3 GB) exceed the available GPU memory (79.1 GB); use more GPUs or a quantized checkpoint\n"),
+    // --- the server ran offline and needed the Hub.
+    (Category::HubOffline, "Traceback (most recent call last):\n  File \"/usr/local/lib/python3.12/dist-packages/huggingface_hub/utils/_http.py\", line 106, in send\nhuggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co/api/models/org/tok-x/revision/main: offline mode is enabled. To disable it, please unset the `HF_HUB_OFFLINE` environment variable.\n"),
+    (Category::HubOffline, "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate cached snapshot folder for the specified revision on the local disk and outgoing traffic has been disabled. To enable repo look-ups and downloads online, pass 'local_files_only=False' as input.\n"),
+    (Category::HubOffline, "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached files and it looks like org/tok-x is not the path to a directory containing a file named tokenizer_config.json.\nCheckout your internet connection or see how to run the library in offline mode at 'https://huggingface.co/docs/transformers/installation#offline-mode'.\n"),
+    (Category::HubOffline, "ConnectionError: Couldn't reach the Hugging Face Hub for dataset 'org/prompts': Offline mode is enabled.\n"),
+    // --- the server refuses the option combination on this version.
+    (Category::ServerConfigInvalid, "Traceback (most recent call last):\n  File \"/usr/local/lib/python3.10/dist-packages/vllm/config.py\", line 1402, in __post_init__\nValueError: ngram prompt lookup max and min must be provided when speculative_model is '[ngram]'\n"),
+    (Category::ServerConfigInvalid, "ValueError: `prompt_lookup_max` must be set to a positive integer for the ngram method, got None\n"),
+    (Category::ServerConfigInvalid, "ValueError: Chunked prefill is not supported with prefix caching yet; pass only one of --enable-chunked-prefill and --enable-prefix-caching\n"),
+    (Category::ServerConfigInvalid, "NotImplementedError: Prefix caching is not supported with chunked prefill.\n"),
+    (Category::ServerConfigInvalid, "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig\n  Value error, num_speculative_tokens must be provided with speculative model ngram [type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]\n"),
+    (Category::ServerConfigInvalid, "vllm serve: error: argument --speculative-config: Value {method: ngram, num_speculative_tokens: 4} cannot be converted to <function loads at 0x7f00deadbeef>.\n"),
+    (Category::ServerConfigInvalid, "ValueError: Error parsing --speculative-config: json.decoder.JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)\n"),
+    // --- rope_scaling: vLLM's own `rope_scaling[\"type\"]`, transformers' and pydantic's checks.
+    (Category::RopeScalingIncompatible, "Traceback (most recent call last):\n  File \"/usr/local/lib/python3.10/dist-packages/vllm/model_executor/layers/rotary_embedding.py\", line 714, in get_rope\n    scaling_type = rope_scaling[\"type\"]\nKeyError: 'type'\n"),
+    (Category::RopeScalingIncompatible, "ValueError: `rope_scaling` must be a dictionary with two fields, `type` and `factor`, got {'factor': 8.0, 'rope_type': 'llama3', 'high_freq_factor': 4.0}\n"),
+    (Category::RopeScalingIncompatible, "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n  Value error, rope_scaling should have a 'rope_type' key [type=value_error, input_value=ArgsKwargs((), {'model': 'org/m'}), input_type=ArgsKwargs]\n"),
+    (Category::RopeScalingIncompatible, "ValueError: `rope_scaling`'s type field must be one of ['linear', 'dynamic'], got yarn\n"),
+    // --- KV cache: V1's check before any request, in its words.
+    (Category::KvCacheTooSmall, "(EngineCore_0 pid=88) ERROR 07-03 09:00:00 [core.py:1] ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache memory (9.25 GiB). Based on the available memory, the estimated maximum model length is 75776. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n"),
+    (Category::KvCacheTooSmall, "ERROR 07-03 09:00:00 [core.py:1] EngineCore failed to start.\nValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n"),
+    (Category::KvCacheTooSmall, "RuntimeError: insufficient KV cache for the scheduler's token budget (8192 tokens)\n"),
+    // --- NCCL: its own errors, torch's wrappers and watchdog.
+    (Category::NcclError, "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\nncclUnhandledCudaError: Call to CUDA function failed.\n"),
+    (Category::NcclError, "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)\n"),
+    (Category::NcclError, "node-3:412:530 [1] transport/p2p.cc:275 NCCL WARN Cuda failure 'peer access is not supported between these two devices' unhandled cuda error\n"),
+    (Category::NcclError, "[rank0]:[E301 02:00:00.000000000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued collectives.\n"),
+    // --- a registry's token endpoint refusing the credentials.
+    (Category::RegistryAuth, "Error response from daemon: Get \"https://registry.example.com:5000/token?account=ci&scope=repository%3Aorg%2Fvllm%3Apull&service=registry\": 401 Unauthorized\n"),
+    (Category::RegistryAuth, "failed to resolve reference \"ghcr.io/org/vllm:nightly\": failed to authorize: failed to fetch oauth token: unexpected status from GET request to https://ghcr.io/token?scope=repository%3Aorg%2Fvllm%3Apull&service=ghcr.io: 401 Unauthorized\n"),
+    (Category::RegistryAuth, "Error response from daemon: Head \"https://registry.example.com/v2/org/vllm/manifests/nightly\": unauthorized: authentication required\n"),
+    // --- `vllm bench` refusing its arguments, argparse's way or not.
+    (Category::BenchCommandInvalid, "usage: vllm bench serve [-h] [--backend BACKEND] [--dataset-name {sharegpt,random}]\nvllm bench serve: error: argument --dataset-name: invalid choice: 'sharegpt4' (choose from 'sharegpt', 'random')\n"),
+    (Category::BenchCommandInvalid, "Traceback (most recent call last):\n  File \"/usr/local/lib/python3.12/dist-packages/vllm/benchmarks/datasets.py\", line 1300, in get_samples\nValueError: Unknown dataset: sharegpt4\n"),
+    (Category::BenchCommandInvalid, "error: the following arguments are required: --model\n"),
+    (Category::BenchCommandInvalid, "Error: Invalid value for '--request-rate': 'fast' is not a valid float.\n"),
 ];
 
 #[test]
@@ -103,6 +151,15 @@ fn every_new_category_has_wordings() {
         Category::NumpyAbi,
         Category::CudaOom,
         Category::CudaGraphCaptureTimeout,
+        Category::ModelNotFound,
+        Category::ModelTooLarge,
+        Category::HubOffline,
+        Category::ServerConfigInvalid,
+        Category::RopeScalingIncompatible,
+        Category::KvCacheTooSmall,
+        Category::NcclError,
+        Category::RegistryAuth,
+        Category::BenchCommandInvalid,
     ] {
         assert!(LOGS.iter().filter(|(k, _)| *k == c).count() >= 2, "{c}");
     }
@@ -118,6 +175,25 @@ fn near_misses_stay_out() {
         (Category::CudaOom, "INFO 01-01 00:00:00 a.py:1] If out-of-memory error occurs during cudagraph capture, consider decreasing gpu_memory_utilization\n"),
         (Category::ServerStartTimeout, "INFO 01-01 00:00:00 a.py:1] Waiting for server to start (timeout 600 s)\n"),
         (Category::CudaGraphCaptureTimeout, "INFO 01-14 01:49:38 [r.py:1] Capturing CUDA graphs (PIECEWISE):  50%|#  | 1/2 [00:01<00:01]\nINFO 01-14 01:49:39 [r.py:1] Graph capturing finished in 2 secs, took 0.20 GiB\nINFO 01-14 03:00:00 [r.py:1] Shutting down\n"),
+        // Every start prints vLLM's memory accounting; a negative remainder is the KV cache's.
+        (Category::ModelTooLarge, "INFO 01-01 00:00:00 [worker.py:1] model weights take 14.99GiB; non_torch_memory takes 0.20GiB; PyTorch activation peak memory takes 1.23GiB; the rest of the memory reserved for KV Cache is 54.77GiB.\nRuntimeError: engine loop exited unexpectedly\n"),
+        (Category::ModelTooLarge, "INFO 01-01 00:00:00 [worker.py:1] model weights take 5.20GiB; non_torch_memory takes 0.03GiB; PyTorch activation peak memory takes 1.42GiB; the rest of the memory reserved for KV Cache is -1.05GiB.\nValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n"),
+        // Offline warnings of a run that died of something else.
+        (Category::HubOffline, "WARNING 01-01 00:00:00 [config.py:1] Error retrieving file list: Cannot reach https://huggingface.co/api/models/org/m/tree/main: offline mode is enabled., retrying 1 of 2\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB\n"),
+        (Category::HubOffline, "INFO 01-01 00:00:00 [a.py:1] Offline mode: forcing local_files_only=True\n"),
+        // The Hub's not-found message mentions gated repos; a gated repo is not missing.
+        (Category::GatedModelAuth, "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-0000abcd)\nRepository Not Found for url: https://huggingface.co/api/models/org/m.\nIf you are trying to access a private or gated repo, make sure you are authenticated.\n"),
+        (Category::ModelNotFound, "OSError: You are trying to access a gated repo.\nMake sure to have access to it at https://huggingface.co/org/m.\n401 Client Error. (Request ID: Root=1-0000abcd)\nCannot access gated repo for url https://huggingface.co/org/m/resolve/main/config.json.\n"),
+        // A KeyError: 'type' that no rope lookup raised.
+        (Category::RopeScalingIncompatible, "Traceback (most recent call last):\n  File \"/app/bench.py\", line 40, in load_rows\n    kind = row[\"type\"]\nKeyError: 'type'\n"),
+        // NCCL's watchdog starting is not NCCL failing.
+        (Category::NcclError, "[rank0]:[I301 02:00:00.000000000 ProcessGroupNCCL.cpp:900] [PG ID 0 Rank 0] ProcessGroupNCCL watchdog thread started, heartbeat timeout 480 s\n"),
+        // A request that fails validation is not the engine's config.
+        (Category::ServerConfigInvalid, "pydantic_core._pydantic_core.ValidationError: 1 validation error for ChatCompletionRequest\n"),
+        // A registry's rate limit on its token endpoint, and "pull access denied" (a
+        // missing repository and a private one are worded alike: image_not_found).
+        (Category::RegistryAuth, "failed to fetch anonymous token: unexpected status from GET request to https://auth.docker.io/token?scope=repository%3Aorg%2Fvllm%3Apull: 429 Too Many Requests\n"),
+        (Category::RegistryAuth, "Error response from daemon: pull access denied for org/vllm, repository does not exist or may require 'docker login': denied: requested access to the resource is denied\n"),
     ] {
         let d = diagnose_text(catalog, log.as_bytes());
         assert_ne!(d.category, not, "{log}");
@@ -183,4 +259,58 @@ fn other_shows_its_telling_lines_and_confidence_ranks_the_way_of_deciding() {
     let symptom = diagnose_text(catalog(), b"BrokenPipeError: [Errno 32] Broken pipe\n");
     assert!(symptom.confidence < oom.confidence && symptom.confidence > d.confidence);
     assert!(d.confidence > 0.0);
+}
+
+/// Low confidence marks a wording that more than one failure prints (vLLM's "Invalid
+/// repository ID" is both a missing model and an offline cache miss); a root cause by a
+/// signature of its own is sure.
+#[test]
+fn ambiguous_wordings_carry_low_confidence() {
+    let weak = diagnose_text(
+        catalog(),
+        b"ValueError: Invalid repository ID or local directory specified: 'org/model-xl'.\nPlease verify the following requirements:\n",
+    );
+    assert_eq!(weak.category, Category::ModelNotFound);
+    assert!(weak.confidence < 0.5, "{}", weak.confidence);
+    for (want, log) in LOGS {
+        let d = diagnose_text(catalog(), log.as_bytes());
+        if [
+            Category::ModelNotFound,
+            Category::ModelTooLarge,
+            Category::HubOffline,
+            Category::ServerConfigInvalid,
+        ]
+        .contains(want)
+        {
+            assert!(d.confidence >= 0.5, "{want}: {} for\n{log}", d.confidence);
+        }
+    }
+}
+
+/// What the policy does with the new categories: a model that is not there, too large,
+/// or a server option this version refuses ends the model's run (no retry, not the
+/// host's fault); a server that needed the Hub offline gets one more try.
+#[test]
+fn new_categories_have_their_default_actions() {
+    use nightshift::category::Action;
+    use nightshift::diagnose::RecipeBook;
+    use nightshift::policy::{Policy, PolicyConfig};
+    let cfg = PolicyConfig::default();
+    for c in [
+        Category::ModelNotFound,
+        Category::ModelTooLarge,
+        Category::ServerConfigInvalid,
+    ] {
+        assert!(cfg.breaker_ignore.contains(&c), "{c}");
+    }
+    let p = Policy::new(cfg, std::sync::Arc::new(RecipeBook::builtin()));
+    for (c, a) in [
+        (Category::ModelNotFound, Action::Skip),
+        (Category::ModelTooLarge, Action::Skip),
+        (Category::ServerConfigInvalid, Action::Skip),
+        (Category::HubOffline, Action::Retry),
+    ] {
+        assert_eq!(p.default_action(c), a, "{c}");
+    }
+    assert_eq!(p.retry_limit(Category::HubOffline), 1);
 }

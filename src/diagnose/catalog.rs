@@ -37,6 +37,10 @@ pub struct Signature {
     pub after: Option<Regex>,
     pub evidence: EvidencePick,
     pub symptom: bool,
+    /// How sure a match of this signature is, when it is not the usual for its kind (a
+    /// wording that more than one failure prints): below `failure_kind::LOW_CONFIDENCE`
+    /// the policy treats the diagnosis like `other`.
+    pub confidence: Option<f32>,
     pub recipe: Option<String>,
     pub description: String,
 }
@@ -84,6 +88,7 @@ struct RawSignature {
     after: Option<Spanned<String>>,
     evidence: Option<EvidencePick>,
     symptom: Option<bool>,
+    confidence: Option<Spanned<f32>>,
     recipe: Option<String>,
     description: Option<String>,
     #[serde(default)]
@@ -212,6 +217,7 @@ impl Catalog {
                         after: None,
                         evidence: EvidencePick::Root,
                         symptom: false,
+                        confidence: None,
                         recipe: None,
                         description: String::new(),
                     }
@@ -250,6 +256,16 @@ impl Catalog {
             }
             if let Some(s) = r.symptom {
                 sig.symptom = s;
+            }
+            if let Some(c) = r.confidence {
+                let v = *c.get_ref();
+                if !(0.0..=1.0).contains(&v) {
+                    return Err(cx.err(
+                        c.span().start,
+                        format!("`confidence` of `{}` must be within 0..=1, not {v}", r.name),
+                    ));
+                }
+                sig.confidence = Some(v);
             }
             if let Some(rc) = r.recipe {
                 sig.recipe = if rc.is_empty() { None } else { Some(rc) };
@@ -377,5 +393,14 @@ disabled = true
             )
             .unwrap_err();
         assert!(e.to_string().starts_with("ops.toml:3:"), "{e}");
+
+        let e = Catalog::builtin()
+            .with_overrides(
+                "[[signature]]\nname = \"cuda_oom\"\nconfidence = 1.5\n",
+                "ops.toml",
+            )
+            .unwrap_err();
+        assert!(e.to_string().starts_with("ops.toml:3:"), "{e}");
+        assert!(e.to_string().contains("0..=1"), "{e}");
     }
 }

@@ -141,6 +141,26 @@ mod tests {
                 "skip",
                 "baseline image missing and the commit changes compiled code; building is off (--no-build)\n",
             ),
+            (
+                "model_not_found",
+                "skip",
+                "OSError: org/model-xl is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models'\n",
+            ),
+            (
+                "model_too_large",
+                "skip",
+                "org/model-xl: model weights (140.0 GiB) are larger than GPU memory × TP (80.0 GiB × 1 = 80.0 GiB): raise --tensor-parallel-size or use GPUs with more memory\n",
+            ),
+            (
+                "hub_offline",
+                "retry",
+                "huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co/api/models/org/tok-x: offline mode is enabled.\n",
+            ),
+            (
+                "server_config_invalid",
+                "skip",
+                "ValueError: ngram prompt lookup max and min must be provided\n",
+            ),
         ];
         for (i, (cat, action, log)) in cases.into_iter().enumerate() {
             let p = dir.path().join(format!("{i}.log"));

@@ -71,6 +71,17 @@ impl FailureContext {
             || self.no_metrics()
     }
 
+    /// nightshift's own start-up timeout fired: the server (or its container) did not
+    /// become healthy within `server_start_timeout` (the runtime ends such an attempt as
+    /// a timeout while the stage is still starting or loading the server).
+    pub fn start_timed_out(&self) -> bool {
+        self.timed_out
+            && !matches!(
+                self.stage,
+                Some(Stage::PreparingImage | Stage::Benchmarking | Stage::Parsing)
+            )
+    }
+
     /// The benchmark finished but produced nothing usable.
     pub fn no_metrics(&self) -> bool {
         self.bench_finished
@@ -130,5 +141,18 @@ mod tests {
             ..Default::default()
         };
         assert!(killed.exit_description().unwrap().contains("host memory"));
+        let start = FailureContext {
+            stage: Some(Stage::LoadingServer),
+            timed_out: true,
+            ..Default::default()
+        };
+        assert!(start.start_timed_out() && start.shows_failure());
+        for stage in [Stage::PreparingImage, Stage::Benchmarking, Stage::Parsing] {
+            let other = FailureContext {
+                stage: Some(stage),
+                ..start.clone()
+            };
+            assert!(!other.start_timed_out(), "{stage:?}");
+        }
     }
 }

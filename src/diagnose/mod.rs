@@ -67,6 +67,10 @@ pub mod confidence {
     pub const SYMPTOM: f32 = 0.6;
     /// Predicted from the plan; no run has shown it yet.
     pub const PREDICTED: f32 = 0.5;
+    /// A wording more than one failure prints (a signature's own `confidence`, e.g.
+    /// vLLM's "Invalid repository ID" for a missing model and for an offline cache miss):
+    /// below `failure_kind::LOW_CONFIDENCE`, so the policy treats it like `other`.
+    pub const WEAK: f32 = 0.4;
     /// `other`, with an exception line as evidence.
     pub const EXCEPTION: f32 = 0.3;
     /// `other`, with only an error-like line, an exit status or the last line.

@@ -52,6 +52,9 @@ pub struct Scanner {
     first_error: Option<Cand>,
     last_line: Option<Cand>,
     startup_complete: Option<Cand>,
+    /// The last line that showed the server's start going on (capture progress, the end
+    /// of capture, startup complete).
+    last_progress: Option<u64>,
     recent_server: VecDeque<Recent>,
     capture: CaptureWatch<Cand>,
     telling: Telling,
@@ -69,6 +72,7 @@ impl Scanner {
             first_error: None,
             last_line: None,
             startup_complete: None,
+            last_progress: None,
             recent_server: VecDeque::with_capacity(RECENT_SERVER),
             capture: CaptureWatch::default(),
             telling: Telling::default(),
@@ -177,10 +181,14 @@ impl Scanner {
         }
         if cat.startup_complete.iter().any(|r| r.is_match(clean)) {
             self.startup_complete = Some(cand());
+            self.last_progress = Some(line_no);
         }
         let server = self.file_mode || stream == Stream::Server;
         let progress = server && cat.graph_progress.iter().any(|r| r.is_match(clean));
         let done = server && cat.graph_done.iter().any(|r| r.is_match(clean));
+        if progress || done {
+            self.last_progress = Some(line_no);
+        }
         let at = at.or_else(|| line_time(clean));
         self.capture.observe(progress, done, at, cand);
         if server {
@@ -221,12 +229,36 @@ impl Scanner {
 
     /// The best matching signature: highest priority, then earliest line.
     fn best(&self, symptom: bool, only: Option<Category>) -> Option<(usize, &Cand)> {
+        self.best_after(symptom, only, None, false)
+    }
+
+    /// [`Self::best`] counting only lines after line `after`, and with `no_nccl` none of
+    /// NCCL's. For a start that ran out of time: what came before its last sign of
+    /// progress did not stop it, and when it hung in CUDA-graph capture, NCCL's watchdog
+    /// and abort complaints are what tearing down the hung process group prints.
+    fn best_after(
+        &self,
+        symptom: bool,
+        only: Option<Category>,
+        after: Option<u64>,
+        no_nccl: bool,
+    ) -> Option<(usize, &Cand)> {
         let mut best: Option<(usize, &Cand)> = None;
         for (i, sig) in self.catalog.signatures.iter().enumerate() {
             if sig.symptom != symptom || only.is_some_and(|c| c != sig.category) {
                 continue;
             }
-            let Some(c) = self.pick(i) else { continue };
+            if no_nccl && sig.category == Category::NcclError {
+                continue;
+            }
+            let picked = match after {
+                None => self.pick(i),
+                Some(n) => self
+                    .pick(i)
+                    .filter(|c| c.line_no > n)
+                    .or_else(|| self.sigs[i].last.as_ref().filter(|c| c.line_no > n)),
+            };
+            let Some(c) = picked else { continue };
             let better = match best {
                 None => true,
                 Some((j, bc)) => {
@@ -243,7 +275,9 @@ impl Scanner {
 
     fn diag_sig(&self, i: usize, c: &Cand) -> Diagnosis {
         let sig = &self.catalog.signatures[i];
-        let confidence = if sig.symptom {
+        let confidence = if let Some(c) = sig.confidence {
+            c
+        } else if sig.symptom {
             confidence::SYMPTOM
         } else if sig.category == Category::Other {
             confidence::NAMED_FAULT
@@ -357,8 +391,15 @@ impl Scanner {
             }
         }
 
-        // 2. A root cause in the log.
-        if let Some((i, c)) = self.best(false, None) {
+        // 2. A root cause in the log. When nightshift's start-up timeout fired, only what
+        // came after the start's last sign of progress, and if that was capture, no NCCL
+        // line (see `best_after`); else the timeout decides (3).
+        let (after, no_nccl) = if ctx.start_timed_out() {
+            (self.last_progress, self.capture_unfinished().is_some())
+        } else {
+            (None, false)
+        };
+        if let Some((i, c)) = self.best_after(false, None, after, no_nccl) {
             let mut d = self.diag_sig(i, c);
             if d.category == Category::VersionPortBug
                 && ctx.vllm_version.as_deref().and_then(port_bug_affected) == Some(false)
@@ -497,6 +538,16 @@ impl Scanner {
         capture
     }
 
+    /// The last capture line when capture had begun and neither finished nor was followed
+    /// by the server's startup-complete line, however many lines came after it.
+    fn capture_unfinished(&self) -> Option<&Cand> {
+        let last = self.capture.last()?;
+        match &self.startup_complete {
+            Some(s) if s.line_no > last.line_no => None,
+            _ => Some(last),
+        }
+    }
+
     fn timeout(&self, ctx: &FailureContext) -> Diagnosis {
         match ctx.stage {
             Some(Stage::Benchmarking) | Some(Stage::Parsing) => {
@@ -519,8 +570,9 @@ impl Scanner {
                     .unwrap_or_else(|| "image preparation (pull/fix) timed out".into()),
             ),
             _ => {
-                // Still capturing CUDA graphs when time ran out?
-                if let Some(c) = self.capture_hang() {
+                // Still capturing CUDA graphs when time ran out, whatever was printed after
+                // the last capture line (the teardown's own lines, a warning)?
+                if let Some(c) = self.capture_unfinished() {
                     return self.diag_line(
                         Category::CudaGraphCaptureTimeout,
                         c,

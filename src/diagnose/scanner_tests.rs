@@ -223,6 +223,73 @@ const CASES: &[(Category, &str, &str)] = &[
         "Successful requests:                     0",
         "Successful requests:                     10",
     ),
+    // The model is not on the Hub (the Hub's 401 for a repository it will not admit).
+    (
+        Category::ModelNotFound,
+        "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-0000aaaa-0123456789abcdef01234567;00000000-1111-2222-3333-444444444444)",
+        "INFO 01-01 00:00:00 a.py:1] repository org/model-x found in the local cache",
+    ),
+    // nightshift's own prefetch; a dataset that is not on the Hub is not the model's.
+    (
+        Category::ModelNotFound,
+        "401 Client Error: Repository Not Found for url: https://huggingface.co/api/models/org/model-x/revision/main. Check that org/model-x is a model on the Hub; if it is private or gated, set HF_TOKEN to a token that can read it.",
+        "404 Client Error: Repository Not Found for url: https://huggingface.co/api/datasets/org/prompts/revision/main. Check that org/prompts is a dataset on the Hub; if it is private or gated, set HF_TOKEN to a token that can read it.",
+    ),
+    (
+        Category::ModelTooLarge,
+        "org/model-x: model weights (140.0 GiB) are larger than GPU memory × TP (80.0 GiB × 1 = 80.0 GiB): raise --tensor-parallel-size or use GPUs with more memory",
+        "INFO 01-01 00:00:00 [worker.py:1] model weights take 14.99GiB; non_torch_memory takes 0.20GiB; PyTorch activation peak memory takes 1.23GiB; the rest of the memory reserved for KV Cache is 54.77GiB.",
+    ),
+    (
+        Category::HubOffline,
+        "huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co/api/models/org/model-x: offline mode is enabled. To disable it, please unset the `HF_HUB_OFFLINE` environment variable.",
+        "WARNING 01-01 00:00:00 [config.py:1] Error retrieving file list: Cannot reach https://huggingface.co/api/models/org/model-x/tree/main: offline mode is enabled., retrying 1 of 2",
+    ),
+    (
+        Category::HubOffline,
+        "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and outgoing traffic has been disabled. To enable hf.co look-ups and downloads online, set 'local_files_only' to False.",
+        "INFO 01-01 00:00:00 a.py:1] HF_HUB_OFFLINE=1: the weights are read from the local cache",
+    ),
+    (
+        Category::ServerConfigInvalid,
+        "ValueError: ngram prompt lookup max and min must be provided when using the ngram method",
+        "INFO 01-01 00:00:00 a.py:1] ngram prompt lookup max=5, min=3",
+    ),
+    (
+        Category::ServerConfigInvalid,
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig",
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for ChatCompletionRequest",
+    ),
+    (
+        Category::ServerConfigInvalid,
+        "api_server.py: error: argument --speculative-config: invalid loads value: \"{method: ngram}\"",
+        "INFO 01-01 00:00:00 a.py:1] speculative_config=SpeculativeConfig(method='ngram', num_spec_tokens=4)",
+    ),
+    (
+        Category::RopeScalingIncompatible,
+        "  Value error, rope_scaling should have a 'rope_type' key [type=value_error, input_value=ArgsKwargs((), {'model': 'org/model-x'}), input_type=ArgsKwargs]",
+        "INFO 01-01 00:00:00 a.py:1] rope_scaling={'rope_type': 'llama3', 'factor': 8.0}",
+    ),
+    (
+        Category::KvCacheTooSmall,
+        "RuntimeError: insufficient KV cache blocks for a single request of 32768 tokens",
+        "INFO 01-01 00:00:00 a.py:1] GPU KV cache size: 521,088 tokens",
+    ),
+    (
+        Category::NcclError,
+        "[rank1]:[E1107 10:11:12.345678901 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 1] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued collectives.",
+        "[rank1]:[I1107 10:11:12.345678901 ProcessGroupNCCL.cpp:900] [PG ID 0 Rank 1] ProcessGroupNCCL initialization options: size: 2",
+    ),
+    (
+        Category::RegistryAuth,
+        "Error response from daemon: Get \"https://registry.example.com:5000/token?account=ci&scope=repository%3Aorg%2Fvllm%3Apull&service=registry\": 401 Unauthorized",
+        "Error response from daemon: Get \"https://registry.example.com:5000/token?scope=repository%3Aorg%2Fvllm%3Apull\": 429 Too Many Requests",
+    ),
+    (
+        Category::BenchCommandInvalid,
+        "ValueError: Unknown dataset: sharegpt4",
+        "INFO 01-01 00:00:00 a.py:1] Unknown fields in the dataset were ignored",
+    ),
 ];
 
 #[test]
@@ -643,4 +710,108 @@ fn state_stays_bounded_on_long_logs() {
         .unwrap();
     assert_eq!(d.category, Category::BrokenPipe);
     assert_eq!(d.line_no, Some(1));
+}
+
+/// nightshift's own start-up timeout fired: the category is the timeout's, whatever the
+/// log's last lines are (teardown tracebacks, NCCL's watchdog, a warning), unless a root
+/// cause came after the last capture line.
+#[test]
+fn start_timeout_decides_whatever_the_last_lines_say() {
+    let start = FailureContext {
+        stage: Some(Stage::LoadingServer),
+        timed_out: true,
+        serving: true,
+        ..Default::default()
+    };
+    let capture = "ERROR 03-01 10:00:00 [config.py:1] Error retrieving file list: Cannot reach https://huggingface.co/api/models/org/m/tree/main: offline mode is enabled.\n\
+                   INFO 03-01 10:00:02 [gpu_model_runner.py:1] Capturing CUDA graph shapes:  40%|####      | 14/35 [00:06<00:09,  2.30it/s]\n\
+                   INFO 03-01 10:00:03 [gpu_model_runner.py:1] Capturing CUDA graph shapes:  43%|####3     | 15/35 [00:07<00:09,  2.30it/s]";
+    // Tearing down the hung server prints more than the few lines kept of the end.
+    let teardown = "INFO 03-01 10:30:00 [launcher.py:1] Shutting down FastAPI HTTP server.\n\
+                    [rank0]:[E301 10:30:01.000000000 ProcessGroupNCCL.cpp:1595] [PG ID 0 Rank 0] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued collectives.\n\
+                    Traceback (most recent call last):\n\
+                    File \"/usr/lib/python3.12/asyncio/runners.py\", line 118, in run\n\
+                    asyncio.exceptions.CancelledError\n\
+                    KeyboardInterrupt\n\
+                    INFO 03-01 10:30:02 [launcher.py:1] Waiting for application shutdown.\n\
+                    INFO 03-01 10:30:02 [launcher.py:1] Application shutdown complete.\n\
+                    INFO 03-01 10:30:02 [launcher.py:1] Finished server process [1]\n\
+                    WARNING 03-01 10:30:03 [x.py:1] leaked semaphore objects to clean up at shutdown, error ignored";
+    let mut sc = Scanner::new(cat());
+    feed(&mut sc, Stream::Server, capture);
+    feed(&mut sc, Stream::Server, teardown);
+    let d = sc.conclude(&start).unwrap();
+    assert_eq!(d.category, Category::CudaGraphCaptureTimeout, "{d:?}");
+    assert!(d.evidence.contains("15/35"), "{}", d.evidence);
+    // The same log without the timeout fact: its lines decide (the Hub line, above the
+    // watchdog's).
+    let died = FailureContext {
+        stage: Some(Stage::LoadingServer),
+        exit_code: Some(1),
+        serving: true,
+        ..Default::default()
+    };
+    assert_eq!(sc.conclude(&died).unwrap().category, Category::HubOffline);
+    let mut sc = Scanner::new(cat());
+    feed(&mut sc, Stream::Server, teardown);
+    assert_eq!(sc.conclude(&died).unwrap().category, Category::NcclError);
+
+    // An OOM while capturing is the cause of the hang.
+    let mut sc = Scanner::new(cat());
+    feed(&mut sc, Stream::Server, capture);
+    feed(
+        &mut sc,
+        Stream::Server,
+        "(VllmWorker rank=1 pid=9) ERROR 03-01 10:00:04 [x.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    );
+    assert_eq!(sc.conclude(&start).unwrap().category, Category::CudaOom);
+
+    // No capture: a plain start timeout, whatever the last line is.
+    let mut sc = Scanner::new(cat());
+    feed(
+        &mut sc,
+        Stream::Server,
+        "INFO 03-01 10:00:00 [loader.py:1] Loading safetensors checkpoint shards:  40% Completed | 2/5\n\
+         WARNING 03-01 10:30:00 [x.py:1] connection to the metrics exporter failed with error 111",
+    );
+    let d = sc.conclude(&start).unwrap();
+    assert_eq!(d.category, Category::ServerStartTimeout);
+    assert!(d.evidence.contains("metrics exporter"), "{}", d.evidence);
+
+    // Capture that finished and a server that said it was up: not capture.
+    let mut sc = Scanner::new(cat());
+    feed(&mut sc, Stream::Server, capture);
+    feed(
+        &mut sc,
+        Stream::Server,
+        "INFO:     Application startup complete.",
+    );
+    assert_eq!(
+        sc.conclude(&start).unwrap().category,
+        Category::ServerStartTimeout
+    );
+}
+
+/// A wording that more than one failure prints carries its signature's low confidence.
+#[test]
+fn ambiguous_wordings_are_low_confidence() {
+    let d = file("ValueError: Invalid repository ID or local directory specified: 'org/model-x'.");
+    assert_eq!(d.category, Category::ModelNotFound);
+    assert!(
+        d.confidence < crate::failure_kind::LOW_CONFIDENCE,
+        "{}",
+        d.confidence
+    );
+    assert!(crate::failure_kind::is_unknown(
+        d.category,
+        Some(d.confidence),
+        false
+    ));
+    // With an offline line before it, the Hub being off is the cause.
+    let d = file(
+        "huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co/api/models/org/model-x: offline mode is enabled.\n\
+         ValueError: Invalid repository ID or local directory specified: 'org/model-x'.",
+    );
+    assert_eq!(d.category, Category::HubOffline);
+    assert!(d.confidence >= crate::failure_kind::LOW_CONFIDENCE);
 }
