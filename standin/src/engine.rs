@@ -121,6 +121,25 @@ pub struct EngineOpts {
     pub quantization: Option<String>,
 }
 
+impl EngineOpts {
+    /// The engine's arguments as the server and the offline scripts parse them alike.
+    pub fn from_ns(model: String, ns: &crate::argparse::Ns) -> EngineOpts {
+        EngineOpts {
+            model,
+            max_model_len: ns.int("max_model_len").map(|n| n as u64).unwrap_or(32768),
+            enforce_eager: ns.flag("enforce_eager"),
+            tp: ns
+                .int("tensor_parallel_size")
+                .map_or(1, |n| n.max(1) as u32),
+            gpu_util: ns
+                .str("gpu_memory_utilization")
+                .and_then(|u| u.parse().ok())
+                .unwrap_or(0.9),
+            quantization: ns.str("quantization"),
+        }
+    }
+}
+
 /// The first line of an import of vLLM 0.7–0.11 (before the tag wrapper exists: untagged).
 pub fn platform(v: Ver) {
     if v.within(Ver::new(0, 7, 0), Ver::new(0, 11, 99)) {

@@ -84,22 +84,7 @@ fn load(e: &Env, ns: &Ns) -> Result<(), i32> {
     let model = ns
         .str("model")
         .unwrap_or_else(|| "facebook/opt-125m".into());
-    engine::load_engine(
-        e,
-        &EngineOpts {
-            model,
-            max_model_len: ns.int("max_model_len").map(|n| n as u64).unwrap_or(32768),
-            enforce_eager: ns.flag("enforce_eager"),
-            tp: ns
-                .int("tensor_parallel_size")
-                .map_or(1, |n| n.max(1) as u32),
-            gpu_util: ns
-                .str("gpu_memory_utilization")
-                .and_then(|u| u.parse().ok())
-                .unwrap_or(0.9),
-            quantization: ns.str("quantization"),
-        },
-    )
+    engine::load_engine(e, &EngineOpts::from_ns(model, ns))
 }
 
 fn bar(label: &str, n: usize) {

@@ -120,20 +120,7 @@ pub fn run(e: &Env, ns: &Ns, serve: bool) -> i32 {
             &format!("args: {}", ns.repr()),
         );
     }
-    let max_model_len = ns.int("max_model_len").map(|n| n as u64).unwrap_or(32768);
-    let opts = EngineOpts {
-        model: model.clone(),
-        max_model_len,
-        enforce_eager: ns.flag("enforce_eager"),
-        tp: ns
-            .int("tensor_parallel_size")
-            .map_or(1, |n| n.max(1) as u32),
-        gpu_util: ns
-            .str("gpu_memory_utilization")
-            .and_then(|u| u.parse().ok())
-            .unwrap_or(0.9),
-        quantization: ns.str("quantization"),
-    };
+    let opts = EngineOpts::from_ns(model.clone(), ns);
     if let Err(c) = engine::load_engine(e, &opts) {
         return c;
     }
@@ -265,7 +252,7 @@ pub fn run(e: &Env, ns: &Ns, serve: bool) -> i32 {
         version: e.version.clone(),
         ver: v,
         names,
-        max_model_len,
+        max_model_len: opts.max_model_len,
         api_key: ns.str("api_key").or_else(|| env("VLLM_API_KEY")),
         access_log: !quiet,
     });
