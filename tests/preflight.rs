@@ -110,11 +110,10 @@ gpu_type = "H100"
 org = "nightshift-test"
 [[agents]]
 id = "claude_code"
-patch = "{patches}/{{commit8}}.diff"
+patch = "patches/{{commit8}}.diff"
 "#,
         hf = tmp.path().join("hf").display(),
         src = src.display(),
-        patches = patches.display(),
     );
     text += &entry(
         &new,
@@ -297,4 +296,29 @@ fn too_few_gpus_block_and_an_unknown_box_is_unchecked() {
     );
     let doc: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(by_commit(&doc, &f.commits[0].1)["verdict"], "blocked");
+}
+
+/// A plan named relative to where the operator stands: its patch paths are read from the
+/// plan's folder, not from the clone's (where git runs).
+#[test]
+fn a_relative_plan_path_finds_its_patches() {
+    let f = fixture();
+    let dir = f.plan.parent().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nightshift"))
+        .args([
+            "preflight",
+            "plan.toml",
+            "--json",
+            "--offline",
+            "--no-docker",
+            "--gpus",
+            "8",
+        ])
+        .current_dir(dir)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ready = by_commit(&doc, &f.commits[0].1);
+    assert_eq!(ready["verdict"], "ready", "{ready:#}");
 }

@@ -208,6 +208,8 @@ impl Clone {
     /// clone's work tree or index: a temporary index is read from `rev` and the patch is
     /// checked against it (`--cached`). `Err` carries git's first complaint.
     pub fn apply_check(&self, rev: &str, patch: &Path) -> Result<(), String> {
+        // git runs in the clone (`-C`): a relative path would be read from there.
+        let patch = std::path::absolute(patch).map_err(|e| format!("{}: {e}", patch.display()))?;
         let dir = tempfile::tempdir().map_err(|e| format!("temporary index: {e}"))?;
         let index = dir.path().join("index");
         let git = |args: &[&std::ffi::OsStr]| {
