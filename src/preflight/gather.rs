@@ -283,7 +283,14 @@ async fn models(
             out.insert(m.clone(), local_path_facts(&m));
             continue;
         }
-        let local = hub::from_cache(hub_cache, &m);
+        // The cache the containers mount first; else the one this shell's HF_HOME names
+        // (the facts hold, though the night will want them in the mounted one).
+        let local = hub::from_cache(hub_cache, &m).or_else(|| {
+            crate::prefetch::Hub::from_env(None)
+                .ok()
+                .filter(|h| h.cache_dir() != hub_cache)
+                .and_then(|h| hub::from_cache(h.cache_dir(), &m))
+        });
         let complete = local
             .as_ref()
             .is_some_and(|l| l.config.is_some() && l.weights_bytes.is_some());
