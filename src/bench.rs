@@ -150,3 +150,95 @@ pub fn engine(runs: usize) -> i32 {
         }
     }
 }
+
+/// [`synthetic_plan_of`] (serving) where every `every`-th commit fails with an error no
+/// signature names on every variant, retry or not: a night with unknown failures to group.
+pub fn synthetic_plan_with_unknowns(runs: usize, every: usize) -> Plan {
+    let mut t = String::new();
+    for (i, block) in synthetic_plan_text(runs, &["serving"])
+        .split("[[commits]]\n")
+        .enumerate()
+    {
+        if i == 0 {
+            t.push_str(block);
+            continue;
+        }
+        t.push_str("[[commits]]\n");
+        // Blocks count from 1: commit i - 1.
+        if (i - 1) % every.max(1) == 1 {
+            let kept: Vec<&str> = block.lines().filter(|l| !l.starts_with("sim = ")).collect();
+            t.push_str(&kept.join("\n"));
+            t.push_str("\nsim = { fail = \"other\" }\n");
+        } else {
+            t.push_str(block);
+        }
+    }
+    Plan::from_str_at(
+        "bench.toml",
+        t,
+        std::path::Path::new("."),
+        std::path::Path::new("bench.toml"),
+    )
+    .expect("synthetic plan is valid")
+}
+
+/// `bench groups [--runs N] [--store DIR]`: how long a store of N runs (a third of its
+/// commits failing with an unknown error) takes to group its failures, as `results`,
+/// `show` and `diagnose --learn` do (from the run summaries in memory), median of 5. With
+/// `--store DIR` the filled store is kept and a second call only measures.
+pub fn groups(runs: usize, keep: Option<&std::path::Path>) -> i32 {
+    let tmp;
+    let dir = match keep {
+        Some(d) => d.to_path_buf(),
+        None => {
+            tmp = match tempfile::tempdir() {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::error!("a temporary store: {e}");
+                    return 1;
+                }
+            };
+            tmp.path().join("store")
+        }
+    };
+    if !dir.join("db").is_file() {
+        let plan = Arc::new(synthetic_plan_with_unknowns(runs, 3));
+        match crate::daemon::commands::fill_store(&plan, &dir) {
+            Ok(d) => println!(
+                "groups bench: filled {} runs in {:.1}s (sim at max speed)",
+                plan.runs.len(),
+                d.as_secs_f64()
+            ),
+            Err(c) => return c,
+        }
+    }
+    let store = match crate::store::Store::open(&dir, false) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e}");
+            return 2;
+        }
+    };
+    let n = store.runs().len();
+    let mut ms = Vec::new();
+    let mut groups = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        groups = crate::daemon::results::groups_of(&store);
+        ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    ms.sort_by(f64::total_cmp);
+    let failures: usize = groups.iter().map(|g| g.count).sum();
+    println!(
+        "groups bench: {n} runs, {failures} unknown failures in {} group(s) in {}",
+        groups.len(),
+        dir.display()
+    );
+    println!(
+        "  grouping           {:.1} ms (median of 5; {:.1}–{:.1})",
+        ms[ms.len() / 2],
+        ms[0],
+        ms[ms.len() - 1]
+    );
+    0
+}

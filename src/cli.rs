@@ -11,6 +11,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 mod args;
+pub mod groups;
 pub use args::*;
 
 pub fn main() -> i32 {
@@ -87,6 +88,8 @@ pub fn run(cli: Cli) -> i32 {
             log_dir,
             retry_failed,
             rerun_changed,
+            no_preflight,
+            run_blocked,
             images,
             alerts,
             slurm,
@@ -103,6 +106,7 @@ pub fn run(cli: Cli) -> i32 {
                 Ok(p) => Arc::new(p),
                 Err(code) => return code,
             };
+            let gpus_asked = gpus;
             let overrides = match crate::overrides::Overrides::load(
                 crate::tui::config::config_dir().as_deref(),
             ) {
@@ -164,6 +168,16 @@ pub fn run(cli: Cli) -> i32 {
                         speed.time_scale(),
                     )
                 };
+            // Know before the night: once the runtime is set up (bad usage is said first),
+            // a real box's runs are preflighted and what cannot give a result is skipped
+            // with its reason before any GPU is given. The sim has nothing to ask.
+            let plan = if runtime != RuntimeKind::Sim && !no_preflight {
+                let mut p = (*plan).clone();
+                preflight_before_night(&mut p, gpus_asked, run_blocked);
+                Arc::new(p)
+            } else {
+                plan
+            };
             let args = crate::daemon::commands::RunArgs {
                 plan,
                 runtime: rt,
@@ -265,7 +279,10 @@ pub fn run(cli: Cli) -> i32 {
             }
             crate::parse::cli::main(&files, json, &mut std::io::stdout(), &mut std::io::stderr())
         }
-        Cmd::Diagnose { files, json } => {
+        Cmd::Diagnose { files, json, learn } => {
+            if learn.learn.is_some() {
+                return groups::learn(&learn);
+            }
             if files.is_empty() {
                 tracing::error!("diagnose needs at least one FILE");
                 return 2;
@@ -279,7 +296,11 @@ pub fn run(cli: Cli) -> i32 {
             threshold,
             alpha,
             token_share,
+            group,
         } => {
+            if group.group.is_some() {
+                return groups::results_group(store, &group);
+            }
             let judge = crate::report::Judge {
                 threshold,
                 alpha,
@@ -325,6 +346,31 @@ pub fn run(cli: Cli) -> i32 {
             Ok(dir) => crate::store::salvage::main(&dir, out.as_deref()),
             Err(c) => c,
         },
+        Cmd::Preflight {
+            plan,
+            json,
+            offline,
+            all,
+            gpus,
+            gpu_mem_gib,
+            no_docker,
+            no_cache,
+        } => {
+            let plan = match load_plan(&plan) {
+                Ok(p) => p,
+                Err(code) => return code,
+            };
+            let opts = crate::preflight::gather::Options {
+                offline,
+                gpus,
+                gpu_mem_gib,
+                docker: !no_docker,
+                cache: (!no_cache)
+                    .then(crate::preflight::cache::default_path)
+                    .flatten(),
+            };
+            crate::preflight::cli::main(&plan, &opts, json, all)
+        }
         Cmd::Prefetch {
             plan,
             models_only,
@@ -362,6 +408,7 @@ pub fn run(cli: Cli) -> i32 {
         } => match what.as_str() {
             "engine" => crate::bench::engine(runs),
             "store" => crate::daemon::commands::bench(runs, store.as_deref()),
+            "groups" => crate::bench::groups(runs, store.as_deref()),
             "stats" => {
                 // Comparisons per table row: --runs, capped so the default finishes fast.
                 let m = if runs == 10_000 {
@@ -397,7 +444,7 @@ pub fn run(cli: Cli) -> i32 {
             },
             other => {
                 tracing::error!(
-                    "unknown benchmark `{other}` (expected engine, store, stats, parse, tui, night, attach or daemon)"
+                    "unknown benchmark `{other}` (expected engine, store, groups, stats, parse, tui, night, attach or daemon)"
                 );
                 2
             }
@@ -549,6 +596,44 @@ fn plan_cmd(cmd: PlanCmd) -> i32 {
             }
             0
         }
+    }
+}
+
+/// `run`'s preflight: verdicts printed (stderr: the TUI takes the screen after), blocked
+/// variants skipped with their reason unless `--run-blocked`. A preflight that cannot run
+/// at all is reported and the night goes on unchecked.
+fn preflight_before_night(plan: &mut Plan, gpus: Option<u32>, run_blocked: bool) {
+    let opts = crate::preflight::gather::Options {
+        gpus,
+        docker: true,
+        cache: crate::preflight::cache::default_path(),
+        ..Default::default()
+    };
+    match crate::preflight::cli::preflight(plan, &opts) {
+        Ok(report) => {
+            for c in report.commits.iter().filter(|c| !c.reasons.is_empty()) {
+                for r in &c.reasons {
+                    tracing::info!(
+                        "preflight {} {}: {} {}: {}",
+                        &c.commit[..c.commit.len().min(8)],
+                        c.verdict.as_str(),
+                        r.variant,
+                        r.category,
+                        r.text
+                    );
+                }
+            }
+            tracing::info!("{}", crate::preflight::summary_line(&report));
+            if !run_blocked {
+                let n = crate::preflight::cli::skip_blocked(plan, &report);
+                if n > 0 {
+                    tracing::info!(
+                        "preflight: {n} runs skipped before the night (--run-blocked runs them)"
+                    );
+                }
+            }
+        }
+        Err(e) => tracing::warn!("preflight could not run ({e}); the night goes on unchecked"),
     }
 }
 

@@ -24,6 +24,12 @@ pub struct Finding {
     /// For `other`: the final line of the last traceback and the first ERROR line.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub telling: Vec<String>,
+    /// For a failure no signature names: the id of its failure kind
+    /// ([`crate::failure_kind`]), worked out once when it was diagnosed so that reads group
+    /// without normalising every line again (absent in records written before it existed:
+    /// then it is worked out when read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 /// One GPU's sample (NVML adapter, or the sim).
@@ -188,6 +194,21 @@ pub enum Command {
     SkipCategory {
         category: Category,
     },
+    /// The operator's one decision for a failure group (unknown failures of one kind,
+    /// named by its id or a prefix of 4+ digits, see [`crate::failure_kind`]): skip
+    /// every held, failed or queued run of it.
+    SkipGroup {
+        kind: String,
+    },
+    /// Retry every held or failed run of the group (now, for those waiting to retry).
+    RetryGroup {
+        kind: String,
+    },
+    /// Apply `recipe` to every held, failed or queued run of the group and retry it.
+    FixGroup {
+        kind: String,
+        recipe: String,
+    },
     Pause,
     Resume,
     Cancel {
@@ -207,6 +228,11 @@ impl Command {
             Command::Retry { run } => format!("retry {run}"),
             Command::Skip { run } => format!("skip {run}"),
             Command::SkipCategory { category } => format!("skip all {category}"),
+            Command::SkipGroup { kind } => format!("skip failure group {kind}"),
+            Command::RetryGroup { kind } => format!("retry failure group {kind}"),
+            Command::FixGroup { kind, recipe } => {
+                format!("apply fix {recipe} to failure group {kind}")
+            }
             Command::Pause => "pause".into(),
             Command::Resume => "resume".into(),
             Command::Cancel { run } => format!("cancel {run}"),

@@ -3,8 +3,9 @@
 //! to send; delivery ([`send`]) is at the edge.
 //!
 //! When: the sweep paused (whatever paused it: the breaker, the disk, a held run), runs held
-//! for the operator longer than a threshold, the sweep finished, the daemon restarted after
-//! a crash. An operator's own pause is not news to them, so it alerts no one.
+//! for the operator longer than a threshold, a new kind of unknown failure appeared (one
+//! no signature names, [`crate::failure_kind`]), the sweep finished, the daemon restarted
+//! after a crash. An operator's own pause is not news to them, so it alerts no one.
 //!
 //! How often: one alert per kind per `per_kind_gap` (repeats are counted into the next),
 //! and at most `per_hour` in any hour: a broken night must not flood a phone.
@@ -44,6 +45,8 @@ impl Targets {
 pub enum Kind {
     Paused,
     Held,
+    /// A failure of a kind not seen before tonight that no signature names.
+    NewFailure,
     Finished,
     Restarted,
 }
@@ -53,6 +56,7 @@ impl Kind {
         match self {
             Kind::Paused => "paused",
             Kind::Held => "held",
+            Kind::NewFailure => "new_failure",
             Kind::Finished => "finished",
             Kind::Restarted => "restarted",
         }
@@ -101,11 +105,21 @@ pub struct Alerter {
     last_sent: BTreeMap<Kind, u64>,
     suppressed: BTreeMap<Kind, u32>,
     sent_times: VecDeque<u64>,
+    /// Unknown failure kinds already seen (in the state it started from, or since).
+    kinds_seen: std::collections::BTreeSet<String>,
 }
 
 impl Alerter {
     pub fn new(sweep: &str, state: SweepState, limits: Limits) -> Self {
+        // A restart does not announce the kinds the night had already met.
+        let kinds_seen = state
+            .runs
+            .iter()
+            .filter_map(|r| r.finding.as_ref())
+            .filter_map(crate::failure_kind::unknown_kind_id)
+            .collect();
         Alerter {
+            kinds_seen,
             sweep: sweep.to_string(),
             limits,
             state,
@@ -143,6 +157,25 @@ impl Alerter {
                 "the sweep paused".into(),
                 format!("{reason} — `nightshift attach` to decide"),
             ),
+            Event::Diagnosed { run, finding, .. } => {
+                match crate::failure_kind::unknown_kind_id(finding) {
+                    Some(id) if self.kinds_seen.insert(id.clone()) => {
+                        let line =
+                            crate::failure_kind::telling_line(&finding.evidence, &finding.telling)
+                                .trim();
+                        let line: String = line.chars().take(300).collect();
+                        self.emit(
+                            Kind::NewFailure,
+                            now,
+                            format!("a new kind of failure: {id} ({})", finding.category),
+                            format!(
+                                "run {run} failed with an error no signature names: {line} — `nightshift results --group {id}` lists its runs, `nightshift diagnose --learn {id} --category NAME` names it; the night goes on"
+                            ),
+                        )
+                    }
+                    _ => self.tick(now),
+                }
+            }
             Event::ModelPaused { model, reason } => self.emit(
                 Kind::Paused,
                 now,
@@ -319,6 +352,77 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert!(got[0].text.contains("#1"), "{:?}", got[0]);
         assert!(a.tick(90 * 60_000).is_empty(), "told once");
+    }
+
+    #[test]
+    fn a_new_unknown_kind_alerts_once_and_a_known_one_never() {
+        use crate::category::Action;
+        let finding = |category, line: &str, confidence| crate::event::Finding {
+            category,
+            evidence: "ERROR x".into(),
+            action: Action::Retry,
+            recipe: None,
+            reason: String::new(),
+            predicted: false,
+            confidence: Some(confidence),
+            telling: vec![line.to_string()],
+            kind: None,
+        };
+        let diag = |t, run, f| {
+            env(
+                t,
+                Event::Diagnosed {
+                    run: RunId(run),
+                    attempt: 1,
+                    finding: f,
+                },
+            )
+        };
+        let mut a = alerter();
+        let first = a.on_event(&diag(
+            0,
+            0,
+            finding(Category::Other, "RuntimeError: shard 3 at /a/b lost", 0.3),
+        ));
+        assert_eq!(first.len(), 1, "{first:?}");
+        assert_eq!(first[0].kind, Kind::NewFailure);
+        assert!(first[0].text.contains("RuntimeError: shard 3 at /a/b lost"));
+        assert!(first[0].text.contains("--group"), "{}", first[0].text);
+        // The same kind on another run (numbers and paths differ): no news.
+        let again = a.on_event(&diag(
+            20 * 60_000,
+            1,
+            finding(Category::Other, "RuntimeError: shard 9 at /c/d lost", 0.3),
+        ));
+        assert!(again.is_empty(), "{again:?}");
+        // A named failure is not unknown.
+        let named = a.on_event(&diag(
+            40 * 60_000,
+            2,
+            finding(Category::CudaOom, "torch.OutOfMemoryError", 0.9),
+        ));
+        assert!(named.is_empty());
+        // Another unknown kind is.
+        let other = a.on_event(&diag(
+            60 * 60_000,
+            2,
+            finding(Category::Other, "KeyError: 'weight'", 0.3),
+        ));
+        assert_eq!(other.len(), 1);
+        // A restarted daemon's alerter knows the kinds its state already holds.
+        let mut st = SweepState {
+            runs: vec![Default::default(); 1],
+            ..Default::default()
+        };
+        st.runs[0].finding = Some(finding(Category::Other, "KeyError: 'weight'", 0.3));
+        let mut b = Alerter::new("night", st, Limits::default());
+        assert!(b
+            .on_event(&diag(
+                0,
+                0,
+                finding(Category::Other, "KeyError: 'weight'", 0.3)
+            ))
+            .is_empty());
     }
 
     #[test]

@@ -151,6 +151,13 @@ pub enum Cmd {
         /// Re-run finished runs whose command, model or GPU changed in the plan.
         #[arg(long)]
         rerun_changed: bool,
+        /// Skip the preflight (docker and slurm runtimes run it first and skip blocked
+        /// variants with their reason).
+        #[arg(long)]
+        no_preflight: bool,
+        /// Run the variants preflight blocks anyway (their reasons are still printed).
+        #[arg(long)]
+        run_blocked: bool,
         #[command(flatten)]
         images: ImageArgs,
         #[command(flatten)]
@@ -203,6 +210,8 @@ pub enum Cmd {
         /// One JSON object per file: category, deciding line, action.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        learn: super::groups::LearnArgs,
     },
     /// Results of a sweep from its store.
     Results {
@@ -228,6 +237,8 @@ pub enum Cmd {
         /// incomparable.
         #[arg(long, default_value_t = 0.05)]
         token_share: f64,
+        #[command(flatten)]
+        group: super::groups::GroupArgs,
     },
     /// Measure this box's run-to-run noise: the baselines of a few of the plan's commits,
     /// run several times unchanged (A/A), give each metric's noise band per model size.
@@ -296,6 +307,37 @@ pub enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Everything about the plan that can be known before a GPU is spent: per commit and
+    /// variant the vLLM era (from the clone), the command on that era, images (local or in
+    /// the registry), agent patches (present, `git apply --check` on the parent), models
+    /// (on the Hub, gated, architecture, weights vs GPU memory × TP, known incompatibilities),
+    /// datasets and the box. One verdict per commit: ready, at_risk or blocked. Exit 0 when
+    /// nothing is blocked, 1 when something is, 2 on bad input.
+    Preflight {
+        /// The sweep plan (TOML).
+        plan: PathBuf,
+        /// One JSON document: {"commits": [{commit, verdict, reasons, unchecked, …}], "summary"}.
+        #[arg(long)]
+        json: bool,
+        /// Only what the box and the clone can tell (no Hub, no registry).
+        #[arg(long)]
+        offline: bool,
+        /// List ready commits too.
+        #[arg(long)]
+        all: bool,
+        /// GPUs on the box (default: what NVML sees).
+        #[arg(long)]
+        gpus: Option<u32>,
+        /// Memory of one GPU in GiB (default: NVML, else the plan's gpu_type).
+        #[arg(long)]
+        gpu_mem_gib: Option<f64>,
+        /// Do not ask the local Docker engine for images.
+        #[arg(long)]
+        no_docker: bool,
+        /// Ask the Hub and registries again instead of using answers kept from earlier runs.
+        #[arg(long)]
+        no_cache: bool,
+    },
     /// Fetch the plan's model weights (into the HF cache) and datasets ahead of the night.
     Prefetch {
         /// The sweep plan (TOML).
@@ -318,7 +360,7 @@ pub enum Cmd {
     },
     /// Benchmarks: `engine` (sim at max speed), `store`, `stats`, `parse`, or `tui` (frame times; try --runs 1000).
     Bench {
-        /// engine | store | stats (false positives and power of the verdicts on simulated
+        /// engine | store | groups (grouping a store's unknown failures) | stats (false positives and power of the verdicts on simulated
         /// A/A and true effects; --runs = comparisons per row, default 2000) | parse | tui |
         /// night (images, link and disk over the seed mix) |
         /// attach (a client's first frame from a live daemon) | daemon (its RSS over a sim night)

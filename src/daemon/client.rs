@@ -244,6 +244,36 @@ async fn attach_async(store: &Path) -> i32 {
     }
 }
 
+/// Send one operator command to the live daemon on `store`, as an attached client would
+/// (attach, the command, leave). Err says why not (no daemon, refused).
+pub fn send_command(store: &Path, command: crate::event::Command) -> Result<(), String> {
+    let mut s = std::os::unix::net::UnixStream::connect(protocol::socket_path(store))
+        .map_err(|_| not_running(store))?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    let hello = ClientMsg::Hello {
+        version: protocol::VERSION,
+        want: Want::Attach,
+    };
+    s.write_all(protocol::line(&hello).as_bytes())
+        .map_err(|e| format!("nightshift: writing to the daemon: {e}"))?;
+    // The welcome first: the daemon reads commands only from an attached client.
+    let mut line = String::new();
+    BufReader::new(&s)
+        .read_line(&mut line)
+        .map_err(|e| format!("nightshift: reading from the daemon: {e}"))?;
+    match serde_json::from_str::<DaemonMsg>(&line) {
+        Ok(DaemonMsg::Welcome { .. }) => {}
+        Ok(DaemonMsg::Refused { why }) => return Err(why),
+        Ok(other) => return Err(format!("unexpected answer {other:?}")),
+        Err(e) => return Err(format!("nightshift: the daemon's answer: {e}")),
+    }
+    s.write_all(protocol::line(&ClientMsg::Command { command }).as_bytes())
+        .map_err(|e| format!("nightshift: writing to the daemon: {e}"))?;
+    // Closing our side: the daemon reads the command, then the end.
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    Ok(())
+}
+
 /// A query (`results`, `show`, `digest`) answered by the live daemon: None when no daemon
 /// runs on `store` (the caller reads the store itself); else the text, or the error and its
 /// exit status.

@@ -237,11 +237,24 @@ pub fn show_for(store: &Store, what: &str, json: bool) -> Result<String, (i32, S
             format!("no run or commit `{what}` in {}", store.dir().display()),
         ));
     }
+    let groups = super::results::groups_of(store);
     Ok(if json {
-        show::render_json(&sel)
+        show::render_json_in(&sel, &groups)
     } else {
-        show::render(&sel)
+        show::render_in(&sel, &groups)
     })
+}
+
+/// `results --group ID`: one failure group and its runs.
+pub fn group_for(store: &Store, id: &str) -> Result<String, (i32, String)> {
+    let groups = super::results::groups_of(store);
+    let g = report::groups::find(&groups, id).map_err(|e| (2, e))?;
+    let members: Vec<report::groups::Member> = store
+        .runs()
+        .values()
+        .map(report::groups::Member::of_summary)
+        .collect();
+    Ok(report::groups::render_detail(g, &members))
 }
 
 /// Print a query's answer: the text, or the error with its exit status.
@@ -404,20 +417,15 @@ fn bench_reads(dir: &Path) -> i32 {
     0
 }
 
-fn bench_in(plan: &Arc<Plan>, tmp: &Path) -> i32 {
-    let n = plan.runs.len();
+/// Fill a fresh store at `dir` with a sim sweep of `plan` at max speed (8 GPUs), with the
+/// real durability (a flush per state transition): what the store benches read.
+pub fn fill_store(plan: &Arc<Plan>, dir: &Path) -> Result<std::time::Duration, i32> {
     let t0 = Instant::now();
-    let store = match Store::open(tmp, true) {
-        Ok(s) => s,
-        Err(e) => return store_error(&e),
-    };
-    let (obs, state, _) = match resume::prepare(store, plan, &ResumeOptions::default()) {
-        Ok(x) => x,
-        Err(e) => {
-            tracing::error!("{e:#}");
-            return 1;
-        }
-    };
+    let store = Store::open(dir, true).map_err(|e| store_error(&e))?;
+    let (obs, state, _) = resume::prepare(store, plan, &ResumeOptions::default()).map_err(|e| {
+        tracing::error!("{e:#}");
+        1
+    })?;
     let obs = obs.log_dir(None);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -442,9 +450,17 @@ fn bench_in(plan: &Arc<Plan>, tmp: &Path) -> i32 {
     // The engine drops its observers (and so the store) when the sweep ends.
     if let Err(e) = res {
         tracing::error!("{e:#}");
-        return 1;
+        return Err(1);
     }
-    let fill = t0.elapsed();
+    Ok(t0.elapsed())
+}
+
+fn bench_in(plan: &Arc<Plan>, tmp: &Path) -> i32 {
+    let n = plan.runs.len();
+    let fill = match fill_store(plan, tmp) {
+        Ok(d) => d,
+        Err(c) => return c,
+    };
     let bytes_end = dir_bytes(tmp);
     let t1 = Instant::now();
     let store = match Store::open(tmp, false) {

@@ -112,7 +112,10 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             .with_diagnosis(ov.policy, ov.catalog, ov.recipes)
             .with_state(state.clone())
             .with_time_scale(a.time_scale)
-            .with_image_budget(a.budget.clone());
+            .with_image_budget(a.budget.clone())
+            // A held unknown failure waits for a client at most as long as a held run
+            // waits before it is alerted about.
+            .with_held_limit(Duration::from_millis(a.alerts.1.held_after_ms));
         let shutdown = CancellationToken::new();
         let meta = protocol::Meta {
             pid: std::process::id(),
@@ -132,6 +135,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             shutdown.clone(),
             Some(store.clone()),
         );
+        engine.count_clients(hub.clients());
         engine.observe(Box::new(crate::headless::Printer::new(
             plan.clone(),
             std::io::stdout(),

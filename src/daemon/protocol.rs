@@ -40,6 +40,8 @@ pub enum Want {
     Show { what: String, json: bool },
     /// `nightshift digest` from the live store (`md` or `html`).
     Digest { format: String },
+    /// `nightshift results --group ID`: one failure group and its runs.
+    Group { id: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

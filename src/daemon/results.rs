@@ -3,6 +3,7 @@
 //! `view` between reads, so a morning's repeated reads of 10,000 runs do not rebuild what
 //! did not change.
 
+use crate::report::groups::{FailureGroup, Member};
 use crate::report::{self, view};
 use crate::store::Store;
 use std::sync::OnceLock;
@@ -21,7 +22,9 @@ pub fn results_text(
         _ => None,
     };
     if let (Some(text), true) = (kept, filter.is_empty()) {
-        return Ok(kept_text(store, text, &opts));
+        let mut out = kept_text(store, text, &opts);
+        out.push_str(&groups_text(text, &groups_of(store)));
+        return Ok(out);
     }
     // Records of every attempt need the event log; the report itself reads one attempt per
     // run, which the run summaries already hold (fast at 10,000 runs).
@@ -42,18 +45,45 @@ pub fn results_text(
         return Ok(text);
     }
     let r = report::build(&docs, &opts);
+    let groups = || {
+        report::groups::group(
+            docs.iter()
+                .map(|d| Member::of_record(&d.key, d.info.model.as_deref(), &d.record)),
+        )
+    };
     let text = match format {
         "json" => report::render_json(&r, &docs),
         "csv" => report::render_csv(&r, &docs),
-        "md" => report::render_md(&r),
+        "md" => report::render_md(&r) + &groups_text(view::Text::Markdown, &groups()),
         "html" => {
             crate::report::html::render(&r, store.plan().map_or("sweep", |p| p.name.as_str()))
         }
-        _ => report::render_table(&r),
+        _ => report::render_table(&r) + &groups_text(view::Text::Table, &groups()),
     };
     drop(docs);
     drop_aside((all, r));
     Ok(text)
+}
+
+/// The failure groups of every run in the store (plan order: a group's first line is its
+/// first run's). From the run summaries in memory: no event log, no report; only the runs
+/// that failed unknown are put in order.
+pub fn groups_of(store: &Store) -> Vec<FailureGroup> {
+    let mut failed: Vec<&crate::store::record::RunSummary> = store
+        .runs()
+        .values()
+        .filter(|s| Member::of_summary(s).is_unknown_failure())
+        .collect();
+    failed.sort_by_key(|s| crate::store::view::order_key(s.removed, s.order));
+    report::groups::group(failed.into_iter().map(Member::of_summary))
+}
+
+/// The groups' section under the table or the Markdown.
+fn groups_text(text: view::Text, groups: &[FailureGroup]) -> String {
+    match text {
+        view::Text::Table => report::groups::render_table(groups),
+        view::Text::Markdown => report::groups::render_md(groups),
+    }
 }
 
 /// Bring the kept texts up to date (the sweep's end does, for the morning's reads).

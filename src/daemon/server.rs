@@ -8,6 +8,7 @@ use crate::engine::CommandSender;
 use crate::event::{Command, Envelope, Event};
 use crate::state::SweepState;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -28,6 +29,24 @@ pub struct Hub {
     shutdown: CancellationToken,
     /// The live store, for `results` and `show`.
     store: Option<Arc<Mutex<crate::store::Store>>>,
+    /// Clients attached now (the engine lets a held unknown failure wait only while one is).
+    clients: Arc<AtomicUsize>,
+}
+
+/// One attached client, counted while it lives.
+struct Attached(Arc<AtomicUsize>);
+
+impl Attached {
+    fn new(n: &Arc<AtomicUsize>) -> Attached {
+        n.fetch_add(1, Ordering::SeqCst);
+        Attached(n.clone())
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Hub {
@@ -47,7 +66,13 @@ impl Hub {
             cmds,
             shutdown,
             store,
+            clients: Arc::new(AtomicUsize::new(0)),
         })
+    }
+
+    /// The count of clients attached now, shared.
+    pub fn clients(&self) -> Arc<AtomicUsize> {
+        self.clients.clone()
     }
 
     /// The store's calibration (a small read; none without a store).
@@ -76,6 +101,7 @@ impl Hub {
                 } => crate::daemon::commands::results_for(&s, &format, filter.as_deref(), judge),
                 Want::Show { what, json } => crate::daemon::commands::show_for(&s, &what, json),
                 Want::Digest { format } => crate::daemon::commands::digest_for(&s, &format),
+                Want::Group { id } => crate::daemon::commands::group_for(&s, &id),
                 _ => Err((2, "not a query".into())),
             }
         })
@@ -282,7 +308,10 @@ async fn client(stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> {
             w.flush().await
         }
         Want::Attach => attached(&mut w, &mut lines, hub).await,
-        q @ (Want::Results { .. } | Want::Show { .. } | Want::Digest { .. }) => {
+        q @ (Want::Results { .. }
+        | Want::Show { .. }
+        | Want::Digest { .. }
+        | Want::Group { .. }) => {
             send(&mut w, &hub.query(q).await).await?;
             w.flush().await
         }
@@ -298,6 +327,7 @@ async fn attached(
         let st = hub.state();
         (st.clone(), hub.events.subscribe())
     };
+    let _counted = Attached::new(&hub.clients);
     let welcome = DaemonMsg::Welcome {
         version: protocol::VERSION,
         meta: hub.meta(),

@@ -127,9 +127,11 @@ pub fn render(d: &Digest) -> String {
     };
     let _ = write!(
         o,
-        "<p>{} of {} commits have a usable 3-way comparison; human vs baseline: {}.</p>",
+        "<p>{} of {} commits have a usable 3-way comparison (named before the night: {}; failed during the night: {}); human vs baseline: {}.</p>",
         s.usable_3way,
         s.commits,
+        s.named_before_night,
+        s.failed_during_night,
         outcomes(&s.human_vs_baseline)
     );
     for (agent, w) in &s.agent_vs_baseline {
@@ -157,16 +159,34 @@ pub fn render(d: &Digest) -> String {
         o.push_str("<p>No failures.</p>");
     } else {
         o.push_str(
-            "<table id=\"failures\"><tr><th>category</th><th>run</th><th>deciding line</th></tr>",
+            "<table id=\"failures\"><tr><th>category</th><th>runs</th><th>deciding line</th></tr>",
         );
-        for (cat, runs) in &d.failures {
-            for r in runs {
+        for (cat, lines) in &d.failures {
+            for l in lines {
+                let mut runs: Vec<String> = l
+                    .keys
+                    .iter()
+                    .take(3)
+                    .map(|k| format!("<code>{}</code>", esc(k)))
+                    .collect();
+                if l.count > 3 {
+                    runs.push(format!("and {} more", l.count - 3));
+                }
+                let group = if l.count > 1 {
+                    format!(
+                        "<b>{} runs</b> (group <code>{}</code>): ",
+                        l.count,
+                        esc(&l.kind)
+                    )
+                } else {
+                    String::new()
+                };
                 let _ = write!(
                     o,
-                    "<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td></tr>",
+                    "<tr><td>{}</td><td>{group}{}</td><td><code>{}</code></td></tr>",
                     esc(cat),
-                    esc(&r.key),
-                    esc(&r.evidence)
+                    runs.join(", "),
+                    esc(&l.evidence)
                 );
             }
         }

@@ -11,11 +11,20 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// One failed run and the line that decided its category.
+/// Failed runs of one category that failed alike (one [`crate::failure_kind`]): the line
+/// that decided them, once, with how many runs it stands for.
 #[derive(Debug, Clone, Serialize)]
-pub struct FailedRun {
-    pub key: String,
+pub struct FailedRuns {
+    /// The failure kind's id (what `results --group` and `diagnose --learn` take).
+    pub kind: String,
+    /// The first run's deciding line.
     pub evidence: String,
+    /// Runs that failed this way.
+    pub count: usize,
+    /// Their keys, in plan order.
+    pub keys: Vec<String>,
+    /// Their models.
+    pub models: Vec<String>,
 }
 
 /// One fix applied to a run (environment workarounds, recipes).
@@ -41,8 +50,9 @@ pub struct Digest {
     /// Runs per current state (`success`, `failed`, `held`, `queued`, …).
     pub counts: BTreeMap<String, usize>,
     pub report: Report,
-    /// Failed runs per category, each with its deciding line.
-    pub failures: BTreeMap<String, Vec<FailedRun>>,
+    /// Failed runs per category, grouped by how they failed (most runs first), each group
+    /// with its deciding line.
+    pub failures: BTreeMap<String, Vec<FailedRuns>>,
     pub fixes: Vec<AppliedFix>,
     /// GPU-hours spent per attempt outcome (an interrupted attempt is `interrupted`).
     pub gpu_hours: BTreeMap<String, f64>,
@@ -59,8 +69,8 @@ fn state_word(s: &RunState) -> String {
     }
 }
 
-/// The line that decided a failed run's category: the deciding finding of its last attempt.
-fn deciding_line(d: &RunDoc) -> String {
+/// The deciding finding of a run's last attempt.
+fn deciding_finding(d: &RunDoc) -> Option<&crate::event::Finding> {
     let a = d.attempts.last();
     let cat = a.and_then(|a| a.category());
     a.and_then(|a| {
@@ -70,22 +80,39 @@ fn deciding_line(d: &RunDoc) -> String {
             .find(|f| Some(f.category) == cat)
             .or(a.findings.last())
     })
-    .map(|f| {
-        // A failure left as `other` is shown by its most telling lines instead.
-        if f.category == crate::category::Category::Other && !f.telling.is_empty() {
-            f.telling.join(" / ")
-        } else {
-            f.evidence.trim().to_string()
-        }
-    })
-    .filter(|e| !e.is_empty())
-    .or_else(|| a.and_then(|a| a.detail.clone()))
-    .unwrap_or_else(|| "(no deciding line recorded)".into())
+}
+
+/// How a failed run failed, as one kind: its deciding finding's telling line, normalised.
+fn kind_of(d: &RunDoc, line: &str) -> String {
+    match deciding_finding(d) {
+        Some(f) => crate::failure_kind::kind_id_of(f),
+        None => crate::failure_kind::FailureKind::of_line(line).id,
+    }
+}
+
+/// The line that decided a failed run's category: the deciding finding of its last attempt.
+fn deciding_line(d: &RunDoc) -> String {
+    let a = d.attempts.last();
+    deciding_finding(d)
+        .map(|f| {
+            // A failure no signature names is shown by its most telling line (the last
+            // traceback's final line), the one its failure group is made from.
+            if crate::failure_kind::finding_is_unknown(f) {
+                crate::failure_kind::telling_line(&f.evidence, &f.telling)
+                    .trim()
+                    .to_string()
+            } else {
+                f.evidence.trim().to_string()
+            }
+        })
+        .filter(|e| !e.is_empty())
+        .or_else(|| a.and_then(|a| a.detail.clone()))
+        .unwrap_or_else(|| "(no deciding line recorded)".into())
 }
 
 pub fn build(sweep: &str, docs: &[&RunDoc], opts: &report::Options, now_ms: u64) -> Digest {
     let mut counts = BTreeMap::new();
-    let mut failures: BTreeMap<String, Vec<FailedRun>> = BTreeMap::new();
+    let mut failures: BTreeMap<String, Vec<FailedRuns>> = BTreeMap::new();
     let mut fixes = Vec::new();
     let mut gpu_hours = BTreeMap::new();
     let mut waiting = Vec::new();
@@ -94,13 +121,30 @@ pub fn build(sweep: &str, docs: &[&RunDoc], opts: &report::Options, now_ms: u64)
         match &d.record.state {
             RunState::Finished { outcome } => {
                 if let Some(c) = outcome.category() {
-                    failures
-                        .entry(c.as_str().to_string())
-                        .or_default()
-                        .push(FailedRun {
-                            key: d.key.clone(),
-                            evidence: deciding_line(d),
-                        });
+                    let evidence = deciding_line(d);
+                    let kind = kind_of(d, &evidence);
+                    let lines = failures.entry(c.as_str().to_string()).or_default();
+                    let i = match lines.iter().position(|l| l.kind == kind) {
+                        Some(i) => i,
+                        None => {
+                            lines.push(FailedRuns {
+                                kind,
+                                evidence,
+                                count: 0,
+                                keys: Vec::new(),
+                                models: Vec::new(),
+                            });
+                            lines.len() - 1
+                        }
+                    };
+                    let l = &mut lines[i];
+                    l.count += 1;
+                    l.keys.push(d.key.clone());
+                    if let Some(m) = &d.info.model {
+                        if !l.models.contains(m) {
+                            l.models.push(m.clone());
+                        }
+                    }
                 }
             }
             RunState::Held { category } => {
@@ -132,6 +176,10 @@ pub fn build(sweep: &str, docs: &[&RunDoc], opts: &report::Options, now_ms: u64)
                 *gpu_hours.entry(a.status().to_string()).or_insert(0.0) += h;
             }
         }
+    }
+    for lines in failures.values_mut() {
+        // Most runs first; ties in the order they first failed.
+        lines.sort_by_key(|l| std::cmp::Reverse(l.count));
     }
     Digest {
         sweep: sweep.to_string(),
@@ -215,6 +263,32 @@ pub fn flags_text(row: &report::CommitRow, label: &str) -> Vec<String> {
         .collect()
 }
 
+/// One line for runs that failed alike: the run and its line, or for several the count,
+/// the line once, the group and a few of the runs.
+fn failed_runs_text(l: &FailedRuns) -> String {
+    let line = l.evidence.replace('`', "'");
+    if l.count == 1 {
+        return format!("`{}`: `{line}`", l.keys[0]);
+    }
+    let shown: Vec<String> = l.keys.iter().take(3).map(|k| format!("`{k}`")).collect();
+    let more = if l.count > 3 {
+        format!(" and {} more", l.count - 3)
+    } else {
+        String::new()
+    };
+    let models = if l.models.is_empty() {
+        String::new()
+    } else {
+        format!("; models {}", l.models.join(", "))
+    };
+    format!(
+        "**{} runs**: `{line}` (group `{}`{models}; {}{more})",
+        l.count,
+        l.kind,
+        shown.join(", ")
+    )
+}
+
 pub fn markdown(d: &Digest) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "# Morning digest: {}\n", d.sweep);
@@ -227,6 +301,11 @@ pub fn markdown(d: &Digest) -> String {
             .map(|(k, v)| format!("{v} {k}"))
             .collect::<Vec<_>>()
             .join(", ")
+    );
+    let _ = writeln!(
+        o,
+        "Named before the night: {} commits; failed during the night: {}.\n",
+        d.report.summary.named_before_night, d.report.summary.failed_during_night
     );
     let _ = writeln!(o, "## Waiting for a decision ({})\n", d.waiting.len());
     if d.waiting.is_empty() {
@@ -273,10 +352,11 @@ pub fn markdown(d: &Digest) -> String {
     if d.failures.is_empty() {
         let _ = writeln!(o, "No failures.");
     }
-    for (cat, runs) in &d.failures {
-        let _ = writeln!(o, "### {cat} ({})\n", runs.len());
-        for r in runs {
-            let _ = writeln!(o, "- `{}`: `{}`", r.key, r.evidence.replace('`', "'"));
+    for (cat, lines) in &d.failures {
+        let total: usize = lines.iter().map(|l| l.count).sum();
+        let _ = writeln!(o, "### {cat} ({total})\n");
+        for l in lines {
+            let _ = writeln!(o, "- {}", failed_runs_text(l));
         }
         o.push('\n');
     }

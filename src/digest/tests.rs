@@ -50,6 +50,7 @@ fn doc(commit: &str, variant: Variant, end: RunState, tput: Option<f64>) -> RunD
                     predicted: false,
                     confidence: Some(0.9),
                     telling: vec![],
+                    kind: None,
                 }]
             })
             .unwrap_or_default(),
@@ -186,4 +187,58 @@ fn empty_night_renders() {
     assert_eq!(d.total_runs(), 0);
     assert!(markdown(&d).contains("Nothing is waiting."));
     assert!(html::render(&d).contains("No failures."));
+}
+
+/// Runs that failed alike (one failure kind: the lines differ only in numbers, hashes and
+/// paths) are one line with their count, not one line per run.
+#[test]
+fn failures_alike_are_one_line_with_their_count() {
+    let failed = || RunState::Finished {
+        outcome: Outcome::Failed {
+            category: Category::Other,
+        },
+    };
+    let mut docs = Vec::new();
+    for (i, c) in ["c1", "c2", "c3", "c4"].iter().enumerate() {
+        let mut d = doc(c, Variant::Human, failed(), None);
+        let f = &mut d.attempts[0].findings[0];
+        f.evidence =
+            format!("TypeError: bad shard {i} in /cache/{i}ab{i}f00d/x at 10.0.0.{i}:2950{i}");
+        f.confidence = Some(0.3);
+        docs.push(d);
+    }
+    docs.push(doc(
+        "c5",
+        Variant::Human,
+        RunState::Finished {
+            outcome: Outcome::Failed {
+                category: Category::CudaOom,
+            },
+        },
+        None,
+    ));
+    let refs: Vec<&RunDoc> = docs.iter().collect();
+    let d = build(
+        "iso",
+        &refs,
+        &crate::report::Options::with_threshold(2.0),
+        0,
+    );
+    let other = &d.failures["other"];
+    assert_eq!(other.len(), 1, "{other:?}");
+    assert_eq!(other[0].count, 4);
+    assert_eq!(other[0].keys.len(), 4);
+    assert!(other[0].evidence.starts_with("TypeError: bad shard 0"));
+    let md = markdown(&d);
+    assert!(md.contains("### other (4)"), "{md}");
+    assert!(md.contains("- **4 runs**: `TypeError: bad shard 0"), "{md}");
+    assert!(
+        md.contains(&format!("(group `{}`; models m;", other[0].kind)),
+        "{md}"
+    );
+    assert!(md.contains("and 1 more)"), "{md}");
+    // A single run keeps its own line.
+    assert!(md.contains("### cuda_oom (1)\n\n- `c5/human`:"), "{md}");
+    let page = html::render(&d);
+    assert!(page.contains("<b>4 runs</b>"), "{page}");
 }

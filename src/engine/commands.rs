@@ -41,6 +41,15 @@ impl Engine {
                     }
                 }
             }
+            Command::SkipGroup { kind } => {
+                self.decide_group(&kind, super::groups::GroupDecision::Skip)?
+            }
+            Command::RetryGroup { kind } => {
+                self.decide_group(&kind, super::groups::GroupDecision::Retry)?
+            }
+            Command::FixGroup { kind, recipe } => {
+                self.decide_group(&kind, super::groups::GroupDecision::Fix(recipe))?
+            }
             Command::Pause => {
                 if self.state.paused.is_none() {
                     self.emit(Event::Paused {

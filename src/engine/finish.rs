@@ -153,6 +153,7 @@ impl Engine {
             predicted: false,
             confidence: Some(diagnosis.confidence),
             telling: diagnosis.telling.clone(),
+            kind: crate::failure_kind::kind_of_diagnosis(&diagnosis),
         };
         self.emit(Event::Diagnosed {
             run,
@@ -204,17 +205,21 @@ impl Engine {
                     )),
                 )?;
             }
-            Action::Operator => self.set_state(
-                run,
-                RunState::Held { category },
-                Some(decision.reason.clone()),
-            )?,
+            Action::Operator => {
+                self.set_state(
+                    run,
+                    RunState::Held { category },
+                    Some(decision.reason.clone()),
+                )?;
+                self.bound_hold(run, &finding);
+            }
             Action::PauseSweep => {
                 self.set_state(
                     run,
                     RunState::Held { category },
                     Some(decision.reason.clone()),
                 )?;
+                self.bound_hold(run, &finding);
                 if self.state.paused.is_none() {
                     self.emit(Event::Paused {
                         reason: decision.reason.clone(),

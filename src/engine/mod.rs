@@ -5,6 +5,7 @@
 
 mod commands;
 mod finish;
+mod groups;
 pub mod images;
 pub mod logs;
 pub mod observer;
@@ -108,6 +109,13 @@ pub struct Engine {
     image_rx: Option<mpsc::Receiver<images::Report>>,
     image_state: HashMap<String, ImageStatus>,
     demand_dirty: bool,
+    /// How long an unknown failure the operator's policy holds may wait with no client
+    /// attached before it fails and the night goes on (`--alert-held-min`).
+    held_limit: Option<Duration>,
+    /// Clients attached to the daemon (None: the operator's TUI runs in this process).
+    clients: Option<Arc<std::sync::atomic::AtomicUsize>>,
+    /// Held unknown failures: when their wait ends, for which attempt.
+    held_until: HashMap<RunId, (Instant, u32)>,
 }
 
 /// Where operators send commands to a running engine.
@@ -152,6 +160,9 @@ impl Engine {
             image_rx: None,
             image_state: HashMap::new(),
             demand_dirty: true,
+            held_limit: None,
+            clients: None,
+            held_until: HashMap::new(),
         };
         (engine, cmd_tx)
     }
@@ -175,6 +186,18 @@ impl Engine {
     pub fn with_image_budget(mut self, budget: crate::images::Budget) -> Self {
         self.image_budget = budget;
         self
+    }
+
+    /// An unknown failure held because the operator's policy says `operator` for it waits
+    /// at most `limit` while no client is attached ([`Engine::count_clients`]), then fails.
+    pub fn with_held_limit(mut self, limit: Duration) -> Self {
+        self.held_limit = Some(limit);
+        self
+    }
+
+    /// The daemon's count of attached clients: nobody attached means nobody to decide.
+    pub fn count_clients(&mut self, clients: Arc<std::sync::atomic::AtomicUsize>) {
+        self.clients = Some(clients);
     }
 
     pub fn with_time_scale(mut self, scale: f64) -> Self {
@@ -361,6 +384,7 @@ impl Engine {
                 let wake = self
                     .not_before
                     .values()
+                    .chain(self.held_until.values().map(|(t, _)| t))
                     .min()
                     .copied()
                     .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
@@ -377,6 +401,7 @@ impl Engine {
                         let now = Instant::now();
                         self.not_before.retain(|_, t| *t > now);
                         self.schedule_dirty = true;
+                        self.expire_holds()?;
                     }
                     _ = shutdown.cancelled(), if !self.active.is_empty() && !self.active.values().all(|a| a.cancel.is_cancelled()) => {
                         for a in self.active.values() {
@@ -489,6 +514,7 @@ impl Engine {
                         predicted: true,
                         confidence: Some(d.confidence),
                         telling: d.telling,
+                        kind: None,
                     };
                     self.predicted.insert(id, finding.clone());
                     let attempt = self.state.run(id).attempt;

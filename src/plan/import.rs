@@ -140,7 +140,12 @@ patch = "runs/claude_code/{commit8}/model_patch.diff"
         if let Some(u) = &s.pr_url {
             let _ = writeln!(out, "pr_url = {}", q(u));
         }
-        if let Some(m) = s.model.as_deref().filter(|m| *m != "N/A") {
+        // The seed data says "N/A" or "unknown" where the report named no model.
+        if let Some(m) = s
+            .model
+            .as_deref()
+            .filter(|m| !matches!(*m, "N/A" | "unknown"))
+        {
             let _ = writeln!(out, "model = {}", q(m));
         }
         if let Some(g) = s.gpu.as_deref().filter(|g| *g != "unknown") {

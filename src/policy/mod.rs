@@ -1,9 +1,13 @@
 //! What happens after a failure: one action per category (configurable), bounded retries
 //! with capped exponential backoff, fixes applied at most once per run, and a circuit
 //! breaker that stops what keeps failing the same way: the whole sweep when the host is the
-//! problem, only one model's runs when that model keeps failing alike on other commits
-//! (its memory, its start-up), so the rest of the night goes on. Pure and synchronous;
-//! the engine executes the decision.
+//! problem (or when every run fails, across models), only one model's runs when that model
+//! keeps failing alike on other commits, so the rest of the night goes on. Pure and
+//! synchronous; the engine executes the decision.
+//!
+//! A failure nobody has named (`other`, or a diagnosis with low confidence) never waits
+//! for an operator who is asleep: it is retried once with backoff, then ends `failed` with
+//! its telling line, unless the operator's policy names its category explicitly.
 
 use crate::category::{Action, Category};
 use crate::diagnose::{DataError, Diagnosis, RecipeBook};
@@ -14,7 +18,7 @@ use std::time::Duration;
 
 mod breaker;
 pub use breaker::{breaker_scope, BreakerScope};
-use breaker::{Breaker, Trip};
+use breaker::{Breaker, Failure, Trip};
 
 /// The operator's policy settings (a `[policy]`-style TOML table; unknown keys are errors).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,7 +37,9 @@ pub struct PolicyConfig {
     /// unless the registry said when its limit resets.
     pub rate_limit_backoff_base_s: u64,
     pub rate_limit_backoff_cap_s: u64,
-    /// Pause the sweep after this many runs in a row failed with one category (0 = off).
+    /// Trip the breaker after this many consecutive commits failed alike (0 = off): a host
+    /// category pauses the sweep, one model's failure holds that model's runs, and every
+    /// run of this many commits failing across models pauses the sweep.
     pub breaker_threshold: u32,
     /// Categories that say nothing about the host (a missing image, a bad patch, an
     /// unsupported model): they neither count towards the breaker nor break a streak.
@@ -65,6 +71,10 @@ impl Default for PolicyConfig {
                 // The command, not the box: every attempt would fail the same way.
                 Category::BenchCommandInvalid,
                 Category::NeedsBuild,
+                // The model or the server's options, not the box.
+                Category::ModelNotFound,
+                Category::ModelTooLarge,
+                Category::ServerConfigInvalid,
                 // The registry's quota, not the box: it waits and pulls again.
                 Category::RegistryRateLimited,
             ],
@@ -140,7 +150,13 @@ impl Policy {
             | NoMetrics
             | NcclError
             | BrokenPipe
-            | RegistryRateLimited => Action::Retry,
+            | RegistryRateLimited
+            // The server started offline and needed the Hub: one more try, whose weights
+            // prefetch fetches what the cache lacks.
+            | HubOffline
+            // Nobody named it: one more try, then it ends failed with its telling line
+            // (never held for an operator who may be asleep; see `decide_in`).
+            | Other => Action::Retry,
             DiskFull | NvidiaRuntimeMissing => Action::PauseSweep,
             // One gated model says nothing of the others: its runs end, the night goes on.
             GatedModelAuth => Action::Skip,
@@ -152,9 +168,16 @@ impl Policy {
             | BenchCommandInvalid
             // Compiled sources changed and building is off: benchmarking stale binaries
             // would measure the wrong thing, and no retry changes that.
-            | NeedsBuild => Action::Skip,
+            | NeedsBuild
+            // The model is not on the Hub, or its weights alone exceed the GPUs: none of
+            // its runs can succeed as planned.
+            | ModelNotFound
+            | ModelTooLarge
+            // The server refuses the option combination on this version: the command is
+            // wrong for it, not the box.
+            | ServerConfigInvalid => Action::Skip,
             VersionPortBug | KvCacheTooSmall | EngineCoreInitFailed | ImageNotFound
-            | RegistryAuth | Other => Action::Operator,
+            | RegistryAuth => Action::Operator,
         }
     }
 
@@ -170,7 +193,9 @@ impl Policy {
             | Category::ServerStartTimeout
             | Category::BenchTimeout
             | Category::NoMetrics
-            | Category::NcclError => 1,
+            | Category::NcclError
+            | Category::HubOffline
+            | Category::Other => 1,
             // Waiting out a registry's limit is not a retry: no budget, no end.
             Category::RegistryRateLimited => u32::MAX,
             _ => self.cfg.max_retries,
@@ -275,7 +300,12 @@ impl Policy {
                 r.name
             )
         };
+        // A failure nobody named: retried once, then failed — unless the operator's policy
+        // names its category, and even then it waits for them only if it says `operator`.
+        let unknown = crate::failure_kind::is_unknown(cat, Some(d.confidence), d.predicted);
+        let explicit = self.cfg.actions.get(&cat).copied();
         let mut dec = match self.default_action(cat) {
+            _ if unknown && explicit.is_none() => self.unknown_decision(d, &what, attempt),
             Action::AutoFix => match recipe {
                 Some(r) if !applied => Decision {
                     action: Action::AutoFix,
@@ -380,22 +410,45 @@ impl Policy {
             }
         };
 
-        // The breaker counts runs that end failing (not retries, fixes or skips).
-        let counts = matches!(dec.action, Action::Operator | Action::PauseSweep)
+        if unknown && dec.action == Action::Operator && explicit != Some(Action::Operator) {
+            dec = give_up(d, &what, self.unknown_retry_limit(cat));
+        }
+
+        // The breaker counts runs that end failing (not retries, fixes or skips; an
+        // unknown failure given up on ends failing).
+        let gave_up = unknown && dec.action == Action::Skip;
+        let counts = (gave_up || matches!(dec.action, Action::Operator | Action::PauseSweep))
             && !self.cfg.breaker_ignore.contains(&cat)
             && !d.predicted;
         if counts {
+            let failure = if unknown {
+                let k = crate::failure_kind::FailureKind::of_line(
+                    crate::failure_kind::telling_line(&d.evidence, &d.telling),
+                );
+                Failure {
+                    category: cat,
+                    label: format!("{cat} [kind {}]", k.id),
+                    alike: format!("kind:{}", k.id),
+                }
+            } else {
+                Failure::of(cat)
+            };
             match self
                 .breaker
-                .count(self.cfg.breaker_threshold, cat, commit, model)
+                .count(self.cfg.breaker_threshold, &failure, commit, model)
             {
+                // A run given up on stays failed (not held) whatever the breaker stops.
                 Some(Trip::Sweep(why)) => {
-                    dec.action = Action::PauseSweep;
+                    if !gave_up {
+                        dec.action = Action::PauseSweep;
+                    }
                     dec.reason = format!("{}; {why} — sweep paused", dec.reason);
                     dec.pause_sweep = Some(why);
                 }
                 Some(Trip::Model(m, why)) => {
-                    dec.action = Action::Operator;
+                    if !gave_up {
+                        dec.action = Action::Operator;
+                    }
                     dec.reason = format!(
                         "{}; {why} — {m}'s queued runs wait (space resumes), other runs go on",
                         dec.reason
@@ -406,6 +459,32 @@ impl Policy {
             }
         }
         dec
+    }
+
+    /// Retries an unknown failure gets: the category's own limit when the operator set
+    /// one, else one.
+    pub fn unknown_retry_limit(&self, c: Category) -> u32 {
+        self.cfg.retry_limits.get(&c).copied().unwrap_or(1)
+    }
+
+    /// An unknown failure with no policy of its own: retry with backoff, then give up.
+    fn unknown_decision(&self, d: &Diagnosis, what: &str, attempt: u32) -> Decision {
+        let limit = self.unknown_retry_limit(d.category);
+        if attempt > limit {
+            return give_up(d, what, limit);
+        }
+        let wait = self.backoff(attempt);
+        Decision {
+            action: Action::Retry,
+            recipe: None,
+            retry_after: Some(wait),
+            pause_sweep: None,
+            hold_model: None,
+            reason: format!(
+                "{what} (no signature names it) — retry {attempt}/{limit} in {}",
+                fmt_secs(wait)
+            ),
+        }
     }
 
     /// A run succeeded: every failure streak is over.
@@ -455,6 +534,31 @@ pub fn reset_hint(text: &str) -> Option<Duration> {
         _ => n,
     };
     Some(Duration::from_secs(secs.clamp(1, 6 * 3600)))
+}
+
+/// An unknown failure that retrying did not help: the run ends failed, saying what it died
+/// of, and the night goes on (no operator is waited for).
+fn give_up(d: &Diagnosis, what: &str, retries: u32) -> Decision {
+    let line = crate::failure_kind::telling_line(&d.evidence, &d.telling).trim();
+    let mut line: String = line.chars().take(200).collect();
+    if line.chars().count() == 200 {
+        line.push('…');
+    }
+    let after = match retries {
+        0 => String::new(),
+        1 => " after 1 retry".to_string(),
+        n => format!(" after {n} retries"),
+    };
+    Decision {
+        action: Action::Skip,
+        recipe: None,
+        retry_after: None,
+        pause_sweep: None,
+        hold_model: None,
+        reason: format!(
+            "{what} — failed{after}: {line} — the night goes on (r retries it; `diagnose --learn` names it)"
+        ),
+    }
 }
 
 fn operator(recipe: Option<String>, reason: String) -> Decision {

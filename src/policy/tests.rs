@@ -46,12 +46,17 @@ fn every_category_has_a_default_action() {
         (AgentPatchFailed, Action::Skip),
         (BenchCommandInvalid, Action::Skip),
         (NeedsBuild, Action::Skip),
+        (ModelNotFound, Action::Skip),
+        (ModelTooLarge, Action::Skip),
+        (ServerConfigInvalid, Action::Skip),
+        (HubOffline, Action::Retry),
         (RegistryAuth, Action::Operator),
         (RegistryRateLimited, Action::Retry),
         (KvCacheTooSmall, Action::Operator),
         (EngineCoreInitFailed, Action::Operator),
         (ImageNotFound, Action::Operator),
-        (Other, Action::Operator),
+        // Unknown: retried once, then failed (never held; see the unknown tests below).
+        (Other, Action::Retry),
     ];
     assert_eq!(expect.len(), Category::ALL.len());
     for (c, a) in expect {
@@ -219,9 +224,10 @@ fn breaker_trips_after_n_runs_in_a_row() {
             assert!(end.pause_sweep.is_none());
         } else {
             assert_eq!(end.action, Action::PauseSweep);
+            // No model named: the pervasive rule sees every run of 3 commits failing.
             assert_eq!(
                 end.pause_sweep.as_deref(),
-                Some("breaker tripped: 3 × cuda_oom in a row")
+                Some("breaker tripped: every run of 3 commits in a row failed, no success in between (cuda_oom ×3)")
             );
             assert!(end.reason.contains("breaker tripped"), "{}", end.reason);
         }
@@ -275,28 +281,35 @@ fn a_models_breaker_holds_only_that_model_and_the_hosts_still_pauses() {
 }
 
 #[test]
-fn breaker_resets_on_success_and_on_a_different_category() {
+fn breaker_resets_on_success_and_on_a_different_failure() {
     let mut p = policy(PolicyConfig {
         breaker_threshold: 3,
         ..PolicyConfig::default()
     });
-    let oom = diag(Category::KvCacheTooSmall);
-    p.decide(&oom, 1, &[]);
-    p.decide(&oom, 1, &[]);
-    p.record_success();
-    assert_eq!(p.decide(&oom, 1, &[]).action, Action::Operator);
-    p.decide(&oom, 1, &[]);
-    p.decide(&diag(Category::Other), 1, &[]);
-    assert_eq!(p.decide(&oom, 1, &[]).action, Action::Operator);
+    let kv = diag(Category::KvCacheTooSmall);
+    let on =
+        |p: &mut Policy, c: &str, d: &Diagnosis| p.decide_in(Some(c), Some("m"), d, 9, &[]).action;
+    on(&mut p, "c1", &kv);
+    on(&mut p, "c2", &kv);
+    p.record_success_of(Some("m"));
+    assert_eq!(on(&mut p, "c3", &kv), Action::Operator);
+    on(&mut p, "c4", &kv);
+    // Another failure of the model between two alike ends the model's streak.
+    on(&mut p, "c5", &diag(Category::EngineCoreInitFailed));
+    assert_eq!(on(&mut p, "c6", &kv), Action::Operator);
+    on(&mut p, "c7", &kv);
     // Ignored categories (per-commit problems) neither count nor break a streak.
-    p.decide(&oom, 1, &[]);
-    for _ in 0..5 {
+    for c in ["i1", "i2", "i3", "i4", "i5"] {
         assert_eq!(
-            p.decide(&diag(Category::ImageNotFound), 1, &[]).action,
+            on(&mut p, c, &diag(Category::ImageNotFound)),
             Action::Operator
         );
     }
-    assert_eq!(p.decide(&oom, 1, &[]).action, Action::PauseSweep);
+    let d = p.decide_in(Some("c8"), Some("m"), &kv, 9, &[]);
+    assert_eq!(d.action, Action::Operator);
+    let (m, why) = d.hold_model.unwrap();
+    assert_eq!(m, "m");
+    assert_eq!(why, "breaker tripped: 3 × kv_cache_too_small in a row on m");
 }
 
 #[test]
@@ -384,10 +397,147 @@ fn breaker_can_be_disabled() {
         breaker_threshold: 0,
         ..Default::default()
     });
-    for _ in 0..10 {
-        assert_eq!(
-            p.decide(&diag(Category::Other), 1, &[]).action,
-            Action::Operator
+    for i in 0..10 {
+        let d = p.decide_in(
+            Some(&format!("c{i}")),
+            None,
+            &diag(Category::NcclError),
+            9,
+            &[],
         );
+        assert_eq!(d.action, Action::Operator);
+        assert!(d.pause_sweep.is_none() && d.hold_model.is_none());
     }
+}
+
+fn unknown(line: &str) -> Diagnosis {
+    Diagnosis {
+        evidence: "ERROR something went wrong".into(),
+        telling: vec![line.to_string()],
+        confidence: crate::diagnose::confidence::EXCEPTION,
+        ..diag(Category::Other)
+    }
+}
+
+#[test]
+fn an_unknown_failure_is_retried_once_then_fails_with_its_telling_line() {
+    let mut p = policy(PolicyConfig::default());
+    let d = unknown("RuntimeError: shard 3 lost");
+    let first = p.decide_in(Some("c1"), Some("m"), &d, 1, &[]);
+    assert_eq!(first.action, Action::Retry);
+    assert_eq!(first.retry_after, Some(Duration::from_secs(30)));
+    assert_eq!(
+        first.reason,
+        "other (no signature names it) — retry 1/1 in 30s"
+    );
+    let end = p.decide_in(Some("c1"), Some("m"), &d, 2, &[]);
+    // Ends failed (the engine's `skip` arm: no further attempt), never held.
+    assert_eq!(end.action, Action::Skip);
+    assert!(end.pause_sweep.is_none() && end.hold_model.is_none());
+    assert!(
+        end.reason.starts_with(
+            "other — failed after 1 retry: RuntimeError: shard 3 lost — the night goes on"
+        ),
+        "{}",
+        end.reason
+    );
+    // A known category diagnosed with low confidence is treated the same way.
+    let guess = Diagnosis {
+        confidence: crate::diagnose::confidence::GUESS,
+        ..diag(Category::KvCacheTooSmall)
+    };
+    assert_eq!(p.decide(&guess, 1, &[]).action, Action::Retry);
+    assert_eq!(p.decide(&guess, 2, &[]).action, Action::Skip);
+    // Without a telling line, the deciding line is told.
+    let bare = Diagnosis {
+        telling: vec![],
+        ..d.clone()
+    };
+    assert!(p
+        .decide(&bare, 2, &[])
+        .reason
+        .contains(": ERROR something went wrong —"));
+}
+
+#[test]
+fn an_unknown_failure_waits_for_the_operator_only_where_the_policy_says_so() {
+    // `operator` by name: held (the engine bounds how long, unattended).
+    let cfg = PolicyConfig::from_toml("[actions]\nother = \"operator\"\n", "p").unwrap();
+    let mut p = policy(cfg);
+    let d = unknown("RuntimeError: x");
+    assert_eq!(p.decide(&d, 1, &[]).action, Action::Operator);
+    // `retry` by name: the operator's retries, then failed, not held.
+    let cfg = PolicyConfig::from_toml(
+        "[actions]\nother = \"retry\"\n[retry_limits]\nother = 3\n",
+        "p",
+    )
+    .unwrap();
+    let mut p = policy(cfg);
+    for a in 1..=3 {
+        assert_eq!(p.decide(&d, a, &[]).action, Action::Retry, "{a}");
+    }
+    let end = p.decide(&d, 4, &[]);
+    assert_eq!(end.action, Action::Skip);
+    assert!(
+        end.reason.contains("failed after 3 retries"),
+        "{}",
+        end.reason
+    );
+    // `skip` by name: skipped at once.
+    let cfg = PolicyConfig::from_toml("[actions]\nother = \"skip\"\n", "p").unwrap();
+    assert_eq!(policy(cfg).decide(&d, 1, &[]).action, Action::Skip);
+}
+
+#[test]
+fn unknown_failures_mixed_with_successes_never_pause_the_night() {
+    let mut p = policy(PolicyConfig::default());
+    // 8 of 20 commits fail alike on every variant, spread among commits that succeed.
+    for c in 0..20 {
+        let commit = format!("c{c}");
+        for _variant in 0..3 {
+            if [1, 3, 6, 8, 11, 13, 16, 18].contains(&c) {
+                let line = format!("RuntimeError: shard {c} of /models/{c}/ab{c}cd9 lost");
+                let d = unknown(&line);
+                assert_eq!(
+                    p.decide_in(Some(&commit), Some("m"), &d, 1, &[]).action,
+                    Action::Retry
+                );
+                let end = p.decide_in(Some(&commit), Some("m"), &d, 2, &[]);
+                assert_eq!(end.action, Action::Skip, "{c}");
+                assert!(
+                    end.pause_sweep.is_none() && end.hold_model.is_none(),
+                    "{end:?}"
+                );
+            } else {
+                p.record_success_of(Some("m"));
+            }
+        }
+    }
+}
+
+#[test]
+fn one_model_failing_alike_again_and_again_is_held_alone() {
+    let mut p = policy(PolicyConfig::default());
+    let mut held = None;
+    for c in 0..5 {
+        let d = unknown(&format!("ValueError: bad tensor {c} at 0x7f{c}a0"));
+        p.decide_in(Some(&format!("c{c}")), Some("big"), &d, 1, &[]);
+        let end = p.decide_in(Some(&format!("c{c}")), Some("big"), &d, 2, &[]);
+        // Another model's runs succeed meanwhile.
+        p.record_success_of(Some("small"));
+        assert!(end.pause_sweep.is_none());
+        if c < 4 {
+            assert!(end.hold_model.is_none(), "{c}: {end:?}");
+        } else {
+            held = end.hold_model.clone();
+            // The run itself still ends failed; its model's queued runs wait.
+            assert_eq!(end.action, Action::Skip);
+        }
+    }
+    let (m, why) = held.expect("the model is held");
+    assert_eq!(m, "big");
+    assert!(
+        why.starts_with("breaker tripped: 5 × other [kind "),
+        "{why}"
+    );
 }

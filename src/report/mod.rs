@@ -6,6 +6,7 @@
 pub mod chart;
 pub mod comparable;
 mod filter;
+pub mod groups;
 pub mod html;
 pub mod render;
 pub mod share;
@@ -218,6 +219,10 @@ pub struct Summary {
     pub successful_runs: usize,
     /// Commits where baseline, human and at least one agent succeeded and are comparable.
     pub usable_3way: usize,
+    /// Commits with a variant set aside before the night (preflight, plan checks).
+    pub named_before_night: usize,
+    /// Commits with nothing set aside before the night and a variant failed during it.
+    pub failed_during_night: usize,
     pub failures_by_category: BTreeMap<String, usize>,
     pub human_vs_baseline: Outcomes,
     /// Per agent: vs baseline and vs human.

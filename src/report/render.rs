@@ -219,6 +219,11 @@ pub fn render_summary(s: &Summary, md: bool) -> String {
     );
     let _ = writeln!(
         o,
+        "{b}named before the night: {}; failed during the night: {}",
+        s.named_before_night, s.failed_during_night
+    );
+    let _ = writeln!(
+        o,
         "{b}human vs baseline: {}",
         outcomes(&s.human_vs_baseline)
     );
@@ -326,6 +331,9 @@ pub fn render_json(r: &Report, docs: &[&RunDoc]) -> String {
         "commits": r.rows,
         "summary": r.summary,
         "records": records(docs),
+        "failure_groups": super::groups::group(docs.iter().map(|d| {
+            super::groups::Member::of_record(&d.key, d.info.model.as_deref(), &d.record)
+        })),
     });
     let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
     s.push('\n');

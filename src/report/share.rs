@@ -16,6 +16,14 @@ pub struct Share {
     pub comparisons: Vec<Counted>,
     /// Baseline, human and at least one agent succeeded and are comparable.
     pub usable_3way: bool,
+    /// A variant was set aside before the night with its reason (preflight, the plan's
+    /// own checks, `skip = true`).
+    #[serde(default)]
+    pub named_before_night: bool,
+    /// Nothing was set aside before the night, and a variant failed during it: what
+    /// preflight did not (or could not) see.
+    #[serde(default)]
+    pub failed_during_night: bool,
 }
 
 /// One comparison as the summary counts it.
@@ -70,6 +78,15 @@ impl Share {
             .first()
             .is_some_and(|c| c.agent.is_none() && c.verdict.is_some());
         s.usable_3way = hb_ok && agent_ok;
+        s.named_before_night = groups
+            .iter()
+            .flatten()
+            .any(|d| d.info.skip_reason.is_some());
+        s.failed_during_night = !s.named_before_night
+            && groups
+                .iter()
+                .flatten()
+                .any(|d| d.representative().is_some_and(|a| a.status() == "failed"));
         s
     }
 
@@ -77,6 +94,8 @@ impl Share {
     pub fn add_to(&self, summary: &mut Summary, bands: &Calibration) {
         summary.runs += self.runs;
         summary.successful_runs += self.successful_runs;
+        summary.named_before_night += usize::from(self.named_before_night);
+        summary.failed_during_night += usize::from(self.failed_during_night);
         for cat in &self.failures {
             *summary.failures_by_category.entry(cat.clone()).or_default() += 1;
         }

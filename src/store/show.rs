@@ -1,6 +1,7 @@
 //! `nightshift show COMMIT_OR_RUN`: everything about one commit or run.
 
 use super::record::RunDoc;
+use crate::report::groups::{FailureGroup, Member};
 use std::fmt::Write;
 
 /// Runs matching `what`: an exact run key, `#N` (the run's number in the plan, as every
@@ -27,6 +28,18 @@ fn t(ms: u64, base: u64) -> String {
 }
 
 pub fn render(docs: &[&RunDoc]) -> String {
+    render_in(docs, &[])
+}
+
+/// The failure group of a run's current failure, among `groups` (every run's groups).
+fn group_of<'g>(d: &RunDoc, groups: &'g [FailureGroup]) -> Option<&'g FailureGroup> {
+    let id = Member::of_record(&d.key, d.info.model.as_deref(), &d.record).unknown_kind()?;
+    groups.iter().find(|g| g.id == id)
+}
+
+/// [`render`], each run that failed with an unknown error naming its failure group (its
+/// kind, and how many runs of the night share it).
+pub fn render_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
     let mut o = String::new();
     for d in docs {
         let i = &d.info;
@@ -59,6 +72,9 @@ pub fn render(docs: &[&RunDoc]) -> String {
             "  state    {} (attempt {})",
             d.record.state, d.record.attempt
         );
+        if let Some(g) = group_of(d, groups) {
+            let _ = writeln!(o, "  group    {}", crate::report::groups::show_line(g));
+        }
         if let Some(f) = &d.predicted {
             let _ = writeln!(o, "  predicted {}: {}", f.category, f.reason);
         }
@@ -97,6 +113,9 @@ pub fn render(docs: &[&RunDoc]) -> String {
                 for l in &f.telling {
                     let _ = writeln!(o, "      also: {}", l.replace('\n', " "));
                 }
+                if let Some(k) = crate::failure_kind::unknown_kind(f) {
+                    let _ = writeln!(o, "      kind: {} {}", k.id, k.text);
+                }
             }
             for f in &a.fixes {
                 let _ = writeln!(o, "    fix       {f}");
@@ -131,6 +150,11 @@ pub fn render(docs: &[&RunDoc]) -> String {
 /// One JSON object per line and run: its key, state, facts, and every attempt as a
 /// results record (provenance parsed: argv lists, rewrites, mounts).
 pub fn render_json(docs: &[&RunDoc]) -> String {
+    render_json_in(docs, &[])
+}
+
+/// [`render_json`] with each run's failure group (`failure_group`: id, kind, size).
+pub fn render_json_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
     let mut o = String::new();
     for d in docs {
         let attempts: Vec<_> = d
@@ -146,6 +170,11 @@ pub fn render_json(docs: &[&RunDoc]) -> String {
             "perf_command": d.info.command,
             "image": d.info.image,
             "attempts": attempts,
+            "failure_group": group_of(d, groups).map(|g| serde_json::json!({
+                "id": g.id,
+                "kind": g.text,
+                "runs": g.count,
+            })),
         });
         o.push_str(&v.to_string());
         o.push('\n');

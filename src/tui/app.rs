@@ -12,6 +12,7 @@ use crate::category::Category;
 use crate::event::{Command, Envelope, Event, GpuSample};
 use crate::model::{Outcome, Pipe, RunId, RunState, Stream, Variant};
 use crate::plan::Plan;
+use crate::report::groups::{FailureGroup, Member};
 use crate::state::SweepState;
 use ratatui::layout::Rect;
 use std::cell::Cell;
@@ -173,6 +174,8 @@ pub struct ResultsState {
     pub category: Option<Category>,
     pub model: Option<String>,
     pub text: Option<String>,
+    /// Only the runs of this failure group (its id or a prefix).
+    pub group: Option<String>,
     pub selected: usize,
 }
 
@@ -187,9 +190,13 @@ pub enum Confirm {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Popup {
-    Help { scroll: usize },
+    Help {
+        scroll: usize,
+    },
     Detail(RunId),
     Confirm(Confirm),
+    /// One decision for every run of a failure group (its id): skip, retry or fix all.
+    Group(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,6 +286,8 @@ pub struct App {
     /// them (the compare view builds one commit's report, which alone would learn from that
     /// commit only). Forgotten when a run ends; learned again when next asked.
     learned: std::cell::RefCell<Option<crate::stats::Calibration>>,
+    /// The failure groups, with the fingerprint of the states they were made from.
+    groups: std::cell::RefCell<Option<(GroupsKey, Arc<Vec<FailureGroup>>)>>,
     pub keymap: KeyMap,
     pub hits: Hits,
     pub log_dir: Option<std::path::PathBuf>,
@@ -379,10 +388,45 @@ impl App {
             theme,
             calibration: Default::default(),
             learned: Default::default(),
+            groups: Default::default(),
             keymap,
             hits: Hits::default(),
             log_dir: None,
         }
+    }
+
+    /// The night's failure groups (unknown failures of one kind each), largest first.
+    /// Made again only when a run's state or attempt changed since (a frame per refresh
+    /// would otherwise normalise every failed run's line).
+    pub fn failure_groups(&self) -> Arc<Vec<FailureGroup>> {
+        let key = self.groups_key();
+        if let Some((k, g)) = self.groups.borrow().as_ref() {
+            if *k == key {
+                return g.clone();
+            }
+        }
+        let g = Arc::new(crate::report::groups::group(self.plan.runs.iter().map(
+            |spec| {
+                let model = self.plan.commit_of(spec).model.as_deref();
+                Member::of_record(&spec.key, model, self.state.run(spec.id))
+            },
+        )));
+        *self.groups.borrow_mut() = Some((key, g.clone()));
+        g
+    }
+
+    fn groups_key(&self) -> GroupsKey {
+        let c = self.state.counts();
+        let attempts = self.state.runs.iter().map(|r| u64::from(r.attempt)).sum();
+        (c.failed, c.held, c.skipped, attempts)
+    }
+
+    /// The failure group of a run's unknown failure, if it has one.
+    pub fn group_of(&self, run: RunId) -> Option<FailureGroup> {
+        let spec = self.plan.runs.get(run.0 as usize)?;
+        let model = self.plan.commit_of(spec).model.as_deref();
+        let id = Member::of_record(&spec.key, model, self.state.run(run)).unknown_kind()?;
+        self.failure_groups().iter().find(|g| g.id == id).cloned()
     }
 
     pub fn selected_run(&self) -> Option<RunId> {
@@ -436,6 +480,14 @@ impl App {
         let f = &self.results;
         let text = f.text.as_ref().map(|t| t.to_lowercase());
         let model = f.model.as_ref().map(|t| t.to_lowercase());
+        let in_group: Option<std::collections::HashSet<String>> = f.group.as_ref().map(|id| {
+            let id = id.to_ascii_lowercase();
+            self.failure_groups()
+                .iter()
+                .filter(|g| g.id.starts_with(&id))
+                .flat_map(|g| g.runs.iter().cloned())
+                .collect()
+        });
         let rows: Vec<RunId> = self
             .plan
             .runs
@@ -444,6 +496,7 @@ impl App {
                 let r = self.state.run(spec.id);
                 let c = self.plan.commit_of(spec);
                 f.status.is_none_or(|s| s.matches(&r.state))
+                    && in_group.as_ref().is_none_or(|g| g.contains(&spec.key))
                     && f.category
                         .is_none_or(|cat| run_category(&r.state, r.finding.as_ref()) == Some(cat))
                     && model
@@ -497,6 +550,9 @@ impl App {
         crate::metric::improvement_pct(k, v, b)
     }
 }
+
+/// What the cached failure groups were made from: failed, held, skipped, attempts.
+type GroupsKey = (usize, usize, usize, u64);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Focus {

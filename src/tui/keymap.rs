@@ -25,6 +25,7 @@ pub enum Action {
     Retry,
     Skip,
     SkipCategory,
+    FailureGroup,
     PauseResume,
     Cancel,
     OpenPager,
@@ -196,6 +197,13 @@ impl Default for KeyMap {
                     SkipCategory,
                     run,
                     "skip every queued run of this failure category",
+                    None,
+                ),
+                b(
+                    &[c('a')],
+                    FailureGroup,
+                    run,
+                    "skip, retry or fix every run failing alike (unknown failures)",
                     None,
                 ),
                 b(
@@ -444,6 +452,8 @@ mod tests {
         assert_eq!(m.action(Key::ch('x')), Some(Action::Skip));
         assert_eq!(m.action(Key::ch('s')), None);
         assert_eq!(Action::SkipCategory.name(), "skip_category");
+        assert_eq!(Action::FailureGroup.name(), "failure_group");
+        assert_eq!(m.action(Key::ch('a')), Some(Action::FailureGroup));
         assert_eq!(Action::View(2).name(), "view_2");
     }
 }

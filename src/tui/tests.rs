@@ -162,6 +162,7 @@ pub fn scene() -> App {
                 predicted: false,
                 confidence: Some(0.9),
                 telling: vec![],
+                kind: None,
             },
         },
     );
@@ -794,4 +795,144 @@ fn the_results_chart_learns_bands_from_the_whole_night() {
             all.primary_stats().and_then(|s| s.p_value)
         )
     );
+}
+
+/// Runs failing with one unknown error are one row in the results view; `a` on one of
+/// them decides for the whole group.
+#[test]
+fn failure_groups_show_as_one_row_and_one_key_decides_for_all() {
+    let mut app = scene();
+    let mut f = Feed { seq: 10_000 };
+    // Commit 5's three runs and commit 7's baseline die of the same unknown error (the
+    // numbers, the hash, the path differ); commit 8's baseline of another.
+    let lines = [
+        (
+            15u32,
+            "TypeError: shard 3 of /cache/7f3a2c001e40/x failed at 10.0.0.1:29500",
+        ),
+        (
+            16,
+            "TypeError: shard 12 of /cache/0c9d2e11aa55/y failed at 10.0.0.7:29511",
+        ),
+        (
+            17,
+            "TypeError: shard 40 of /cache/99aa00bb11cc/z failed at 10.0.0.9:29400",
+        ),
+        (
+            21,
+            "TypeError: shard 1 of /cache/5e5e5e5e5e51/w failed at 10.0.0.2:29501",
+        ),
+        (24, "KeyError: 'lm_head.weight'"),
+    ];
+    for (i, (run, line)) in lines.iter().enumerate() {
+        let at = 200_000 + i as u64 * 1_000;
+        f.stages(&mut app, at, *run, Stage::LoadingServer);
+        f.send(
+            &mut app,
+            at + 500,
+            Event::Diagnosed {
+                run: RunId(*run),
+                attempt: 1,
+                finding: Finding {
+                    category: Category::Other,
+                    evidence: line.to_string(),
+                    action: PolicyAction::Skip,
+                    recipe: None,
+                    reason: "other — failed after 1 retry".into(),
+                    predicted: false,
+                    confidence: Some(0.3),
+                    telling: vec![],
+                    kind: None,
+                },
+            },
+        );
+        f.state(
+            &mut app,
+            at + 600,
+            *run,
+            RunState::Finished {
+                outcome: Outcome::Failed {
+                    category: Category::Other,
+                },
+            },
+        );
+    }
+    let groups = app.failure_groups();
+    assert_eq!(groups.len(), 2, "{groups:#?}");
+    assert_eq!(groups[0].count, 4);
+    let id = groups[0].id.clone();
+    // The results view: a row per group (count, first line, models).
+    app.view = View::Results;
+    let screen = render(&app, 160, 48);
+    assert!(
+        screen.contains("failure groups · 5 unknown failures in 2 groups"),
+        "{screen}"
+    );
+    let row = screen
+        .lines()
+        .find(|l| l.contains(&id))
+        .unwrap_or_else(|| panic!("no row for {id}:\n{screen}"));
+    assert!(row.contains(" 4 "), "{row}");
+    assert!(
+        row.contains("TypeError: shard 3 of /cache/7f3a2c001e40/x"),
+        "{row}"
+    );
+    // One key on a run of the group, one decision for all of it.
+    app.view = View::Sweep;
+    app.select_run(RunId(16));
+    app.auto_select = false;
+    render(&app, 160, 48);
+    assert!(key(&mut app, 'a').is_empty());
+    assert_eq!(app.popup, Some(Popup::Group(id.clone())));
+    let popup = render(&app, 160, 48);
+    assert!(popup.contains(&format!("failure group {id}")), "{popup}");
+    assert!(popup.contains("4 failed alike"), "{popup}");
+    assert_eq!(
+        key(&mut app, 's'),
+        vec![Effect::Send(Command::SkipGroup { kind: id.clone() })]
+    );
+    assert_eq!(app.popup, None);
+    key(&mut app, 'a');
+    assert_eq!(
+        key(&mut app, 'r'),
+        vec![Effect::Send(Command::RetryGroup { kind: id.clone() })]
+    );
+    // No fix is known for it: said, nothing sent.
+    key(&mut app, 'a');
+    assert!(key(&mut app, 'f').is_empty());
+    assert!(app.toast.as_deref().unwrap_or("").contains(":fix-group"));
+    // The command line: by the selected run's group, or by id (a prefix will do).
+    assert_eq!(
+        app.run_command_line("skip-group"),
+        vec![Effect::Send(Command::SkipGroup { kind: id.clone() })]
+    );
+    assert_eq!(
+        app.run_command_line(&format!("fix-group aimv2-exist-ok {}", &id[..6])),
+        vec![Effect::Send(Command::FixGroup {
+            kind: id.clone(),
+            recipe: "aimv2-exist-ok".into()
+        })]
+    );
+    assert!(app.run_command_line("retry-group ffff0000").is_empty());
+    assert!(app
+        .toast
+        .as_deref()
+        .unwrap_or("")
+        .contains("no failure group"));
+    // Filtered to the group: its four runs.
+    app.run_command_line(&format!("filter group={id}"));
+    assert_eq!(app.view, View::Results);
+    assert_eq!(app.result_rows().len(), 4);
+    // A run outside any group says so.
+    app.results = Default::default();
+    app.view = View::Sweep;
+    app.select_run(RunId(0));
+    render(&app, 160, 48);
+    assert!(key(&mut app, 'a').is_empty());
+    assert!(app.popup.is_none());
+    assert!(app
+        .toast
+        .as_deref()
+        .unwrap_or("")
+        .contains("no failure group"));
 }

@@ -266,9 +266,24 @@ pub fn oom(rng: &mut ChaCha8Rng) -> Vec<String> {
     ]
 }
 
+/// A crash no signature names: a worker's own traceback, then the engine's consequence
+/// line. What varies from run to run of one such failure (a pid, a shard number, a cache
+/// file's hash and path, a peer's address and port) varies here too, so grouping by
+/// failure kind is exercised as a real night would.
 pub fn other_crash(rng: &mut ChaCha8Rng) -> Vec<String> {
-    let _ = rng;
+    let pid = rng.random_range(100..4000u32);
+    let shard = rng.random_range(0..64u32);
+    let hash: u64 = rng.random();
+    let (host, port) = (
+        rng.random_range(2..250u32),
+        rng.random_range(20_000..30_000u32),
+    );
+    let w = format!("(VllmWorkerProcess pid={pid})");
     vec![
+        format!("{w} ERROR 07-21 03:20:18 multiproc_worker_utils.py:233] Exception in worker VllmWorkerProcess while processing method load_model."),
+        format!("{w} ERROR 07-21 03:20:18 multiproc_worker_utils.py:233] Traceback (most recent call last):"),
+        format!("{w} ERROR 07-21 03:20:18 multiproc_worker_utils.py:233]   File \"/usr/local/lib/python3.12/dist-packages/vllm/model_executor/model_loader/loader.py\", line {}, in load_model", 300 + shard),
+        format!("{w} ERROR 07-21 03:20:18 multiproc_worker_utils.py:233] TypeError: unsupported operand type(s) for +: 'NoneType' and 'int' (shard {shard}, cache /root/.cache/vllm/torch_compile_cache/{hash:016x}/rank_0_0, peer 10.0.0.{host}:{port})"),
         "Traceback (most recent call last):".into(),
         "RuntimeError: Worker failed with error 'unsupported operand type(s) for +: 'NoneType' and 'int'', please check the stack trace above for the root cause".into(),
     ]

@@ -27,6 +27,44 @@ impl App {
             }
             return vec![];
         }
+        if let Some(Popup::Group(id)) = &self.popup {
+            use crossterm::event::KeyCode;
+            let id = id.clone();
+            return match key.code {
+                KeyCode::Char('s') => {
+                    self.popup = None;
+                    vec![Effect::Send(Command::SkipGroup { kind: id })]
+                }
+                KeyCode::Char('r') => {
+                    self.popup = None;
+                    vec![Effect::Send(Command::RetryGroup { kind: id })]
+                }
+                KeyCode::Char('f') => {
+                    self.popup = None;
+                    match self.group_recipe(&id) {
+                        Some(recipe) => vec![Effect::Send(Command::FixGroup { kind: id, recipe })],
+                        None => {
+                            self.toast = Some(format!(
+                                "no fix is known for group {id}: `:fix-group RECIPE {id}` names one"
+                            ));
+                            vec![]
+                        }
+                    }
+                }
+                KeyCode::Char('l') => {
+                    self.popup = None;
+                    self.view = View::Results;
+                    self.results.group = Some(id);
+                    self.results.selected = 0;
+                    vec![]
+                }
+                KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('n') => {
+                    self.popup = None;
+                    vec![]
+                }
+                _ => vec![],
+            };
+        }
         if let Some(Popup::Confirm(what)) = &self.popup {
             use crossterm::event::KeyCode;
             let what = what.clone();
@@ -81,7 +119,11 @@ impl App {
                     self.popup = None;
                     return vec![];
                 }
-                Action::OpenPager | Action::ApplyFix | Action::Retry | Action::Skip => {
+                Action::OpenPager
+                | Action::ApplyFix
+                | Action::Retry
+                | Action::Skip
+                | Action::FailureGroup => {
                     self.popup = None;
                 }
                 _ => return vec![],
@@ -226,6 +268,15 @@ impl App {
                     None => self.toast = Some("the selected run has no failure category".into()),
                 }
             }
+            Action::FailureGroup => {
+                match run.and_then(|r| self.group_of(r)) {
+                    Some(g) => self.popup = Some(Popup::Group(g.id)),
+                    None => self.toast = Some(
+                        "the selected run has no failure group (only unknown failures are grouped)"
+                            .into(),
+                    ),
+                }
+            }
             Action::PauseResume => {
                 let cmd = if self.state.paused.is_some() || !self.state.paused_models.is_empty() {
                     Command::Resume
@@ -298,6 +349,33 @@ impl App {
             }
         }
         vec![]
+    }
+
+    /// The group a `:…-group` command means: the id given (one group's, or a prefix of
+    /// one), else the selected run's group.
+    fn group_arg(&self, arg: &str) -> Result<String, String> {
+        if arg.trim().is_empty() {
+            return self
+                .action_run()
+                .and_then(|r| self.group_of(r))
+                .map(|g| g.id)
+                .ok_or_else(|| {
+                    "the selected run has no failure group; name one (results view lists them)"
+                        .into()
+                });
+        }
+        crate::report::groups::find(&self.failure_groups(), arg).map(|g| g.id.clone())
+    }
+
+    /// The fix a group's runs were offered, if any was.
+    fn group_recipe(&self, id: &str) -> Option<String> {
+        let groups = self.failure_groups();
+        let g = groups.iter().find(|g| g.id == id)?;
+        self.plan
+            .runs
+            .iter()
+            .filter(|s| g.runs.contains(&s.key))
+            .find_map(|s| self.state.run(s.id).finding.as_ref()?.recipe.clone())
     }
 
     /// The run an action applies to: the results row in the results view, else the queue
@@ -440,6 +518,33 @@ impl App {
                 Ok(c) => self.popup = Some(Popup::Confirm(Confirm::SkipCategory(c))),
                 Err(e) => self.toast = Some(e),
             },
+            "skip-group" | "retry-group" => match self.group_arg(&arg) {
+                Ok(kind) => {
+                    return vec![Effect::Send(if cmd == "skip-group" {
+                        Command::SkipGroup { kind }
+                    } else {
+                        Command::RetryGroup { kind }
+                    })]
+                }
+                Err(e) => self.toast = Some(e),
+            },
+            "fix-group" => {
+                let (recipe, id) = (rest.first().copied(), rest.get(1).copied().unwrap_or(""));
+                match (recipe, self.group_arg(id)) {
+                    (Some(recipe), Ok(kind)) => {
+                        return vec![Effect::Send(Command::FixGroup {
+                            kind,
+                            recipe: recipe.to_string(),
+                        })]
+                    }
+                    (None, _) => self.toast = Some(":fix-group RECIPE [GROUP]".into()),
+                    (_, Err(e)) => self.toast = Some(e),
+                }
+            }
+            "group" => match self.group_arg(&arg) {
+                Ok(id) => self.popup = Some(Popup::Group(id)),
+                Err(e) => self.toast = Some(e),
+            },
             "sort" => match RESULT_COLUMNS.iter().position(|c| *c == arg) {
                 Some(i) => {
                     self.results.sort_col = i;
@@ -468,6 +573,8 @@ impl App {
                     }
                 } else if let Some(v) = arg.strip_prefix("model=") {
                     self.results.model = Some(v.to_string());
+                } else if let Some(v) = arg.strip_prefix("group=") {
+                    self.results.group = Some(v.to_string());
                 } else {
                     self.results.text = Some(arg);
                 }

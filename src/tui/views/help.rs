@@ -38,7 +38,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, scroll: usize) {
     for c in [
         ":pause  :resume  :export [PATH]  :theme NAME  :q  :q!",
         ":sweep  :logs  :results  :sort COLUMN  :skip-category CATEGORY",
-        ":filter status=S | category=C | model=M | TEXT | clear",
+        ":filter status=S | category=C | model=M | group=ID | TEXT | clear",
+        ":group [ID]  :skip-group [ID]  :retry-group [ID]  :fix-group RECIPE [ID]",
     ] {
         lines.push(Line::from(Span::styled(format!("  {c}"), t.text())));
     }

@@ -28,7 +28,80 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         }
         Some(Popup::Detail(run)) => detail(f, app, area, *run),
         Some(Popup::Confirm(c)) => confirm(f, app, area, c),
+        Some(Popup::Group(id)) => group(f, app, area, id),
     }
+}
+
+/// One decision for a failure group: what it is (count, first line, models, vLLM
+/// versions) and the keys that decide for every run of it.
+fn group(f: &mut Frame, app: &App, area: Rect, id: &str) {
+    let t = &app.theme;
+    let groups = app.failure_groups();
+    let kv = |k: &str, v: String| {
+        Line::from(vec![
+            Span::styled(format!("{k:<12}"), t.dim()),
+            Span::styled(v, t.text()),
+        ])
+    };
+    let join = |s: &std::collections::BTreeSet<String>| {
+        if s.is_empty() {
+            "-".to_string()
+        } else {
+            s.iter().cloned().collect::<Vec<_>>().join(", ")
+        }
+    };
+    let mut lines = match groups.iter().find(|g| g.id == id) {
+        Some(g) => vec![
+            kv(
+                "runs",
+                format!(
+                    "{} failed alike{}",
+                    g.count,
+                    if g.held > 0 {
+                        format!(" ({} held)", g.held)
+                    } else {
+                        String::new()
+                    }
+                ),
+            ),
+            kv("first line", g.first_line.clone()),
+            kv("kind", g.text.clone()),
+            kv("models", join(&g.models)),
+            kv("vLLM", join(&g.versions)),
+            kv("category", join(&g.categories)),
+        ],
+        None => vec![kv("runs", "none left to decide".into())],
+    };
+    lines.push(Line::from(""));
+    lines.push(Line::from(
+        [
+            ("s", " skip all   "),
+            ("r", " retry all   "),
+            ("f", " fix all   "),
+            ("l", " list   "),
+            ("esc", " close"),
+        ]
+        .into_iter()
+        .flat_map(|(k, w)| {
+            [
+                Span::styled(format!(" {k} "), t.header()),
+                Span::styled(w, t.text()),
+            ]
+        })
+        .collect::<Vec<_>>(),
+    ));
+    lines.push(Line::from(Span::styled(
+        format!("name it: nightshift diagnose --learn {id} --category NAME"),
+        t.dim(),
+    )));
+    let r = centered(area, 96, (lines.len() as u16 + 6).min(area.height));
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(super::block(app, format!(" failure group {id} "), true)),
+        r,
+    );
 }
 
 fn confirm(f: &mut Frame, app: &App, area: Rect, c: &Confirm) {
@@ -152,6 +225,17 @@ fn detail(f: &mut Frame, app: &App, area: Rect, run: crate::model::RunId) {
         }
         if let Some(rc) = &fd.recipe {
             lines.push(kv("recipe", rc.clone()));
+        }
+        if let Some(g) = app.group_of(run) {
+            lines.push(kv(
+                "group",
+                format!(
+                    "{} · {} runs alike ({} opens it)",
+                    g.id,
+                    g.count,
+                    app.keymap.label_of(Action::FailureGroup)
+                ),
+            ));
         }
     }
     for (k, v) in &r.provenance {

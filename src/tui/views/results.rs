@@ -27,6 +27,17 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     if let Some((p, c)) = panel {
         super::compare::draw(f, app, p, c);
     }
+    // The night's failure groups above the table: one row per kind of unknown failure.
+    let groups = app.failure_groups();
+    let area = if !groups.is_empty() && area.height >= 14 {
+        let shown = groups.len().min(3) as u16;
+        let [g, rest] =
+            Layout::vertical([Constraint::Length(shown + 2), Constraint::Min(6)]).areas(area);
+        draw_groups(f, app, g, &groups);
+        rest
+    } else {
+        area
+    };
     let mut filters = Vec::new();
     if let Some(s) = r.status {
         filters.push(format!("status={}", s.label()));
@@ -39,6 +50,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     }
     if let Some(x) = &r.text {
         filters.push(format!("text={x}"));
+    }
+    if let Some(g) = &r.group {
+        filters.push(format!("group={g}"));
     }
     let title = Line::from(vec![
         Span::styled(
@@ -146,6 +160,71 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Table::new(body, widths).header(header).column_spacing(1),
         inner,
     );
+}
+
+/// One row per failure group (largest first): id, runs, first line, models, vLLM.
+fn draw_groups(
+    f: &mut Frame,
+    app: &App,
+    area: Rect,
+    groups: &[crate::report::groups::FailureGroup],
+) {
+    let t = &app.theme;
+    let runs: usize = groups.iter().map(|g| g.count).sum();
+    let title = Line::from(vec![
+        Span::styled(
+            format!(
+                " failure groups · {runs} unknown failures in {} group{} ",
+                groups.len(),
+                if groups.len() == 1 { "" } else { "s" }
+            ),
+            t.text(),
+        ),
+        Span::styled(
+            format!(
+                " {} on a run of one: skip, retry or fix all · :filter group=ID ",
+                app.keymap
+                    .label_of(crate::tui::keymap::Action::FailureGroup)
+            ),
+            t.dim(),
+        ),
+    ]);
+    let b = block(app, title, false);
+    let inner = b.inner(area);
+    f.render_widget(b, area);
+    let join = |s: &std::collections::BTreeSet<String>| {
+        if s.is_empty() {
+            "-".to_string()
+        } else {
+            s.iter()
+                .map(|m| m.rsplit('/').next().unwrap_or(m).to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+    };
+    let rows = groups.iter().take(inner.height as usize).map(|g| {
+        let count = if g.held > 0 {
+            format!("{} ({} held)", g.count, g.held)
+        } else {
+            g.count.to_string()
+        };
+        Row::new(vec![
+            Cell::from(g.id.clone()).style(Style::default().fg(t.warn)),
+            Cell::from(count),
+            Cell::from(crate::report::groups::short_line(&g.first_line).to_string()),
+            Cell::from(fit(&join(&g.models), 22)),
+            Cell::from(fit(&join(&g.versions), 16)),
+        ])
+        .style(t.text())
+    });
+    let widths = [
+        Constraint::Length(12),
+        Constraint::Length(12),
+        Constraint::Min(20),
+        Constraint::Length(22),
+        Constraint::Length(16),
+    ];
+    f.render_widget(Table::new(rows, widths).column_spacing(1), inner);
 }
 
 fn status_word(s: &crate::model::RunState) -> String {

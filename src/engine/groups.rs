@@ -1,0 +1,146 @@
+//! Unknown failures as the engine handles them: the operator's one decision for a whole
+//! failure group (skip, retry or fix every run of one kind), and the bound on how long a
+//! held unknown failure waits when nobody is attached to decide.
+
+use super::*;
+use crate::failure_kind;
+use std::sync::atomic::Ordering;
+
+/// What the operator decided for a group.
+pub(super) enum GroupDecision {
+    Skip,
+    Retry,
+    Fix(String),
+}
+
+impl Engine {
+    /// Runs of failure group `kind` (an id or a prefix of one) that a decision can still
+    /// change: held, failed, or queued to retry after failing with it.
+    fn group_runs(&self, kind: &str) -> Vec<RunId> {
+        self.state
+            .runs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| {
+                matches!(
+                    r.state,
+                    RunState::Held { .. }
+                        | RunState::Queued
+                        | RunState::Finished {
+                            outcome: Outcome::Failed { .. }
+                        }
+                )
+            })
+            .filter(|(_, r)| {
+                r.finding
+                    .as_ref()
+                    .and_then(failure_kind::unknown_kind_id)
+                    .is_some_and(|id| failure_kind::id_matches(&id, kind))
+            })
+            .map(|(i, _)| RunId(i as u32))
+            .collect()
+    }
+
+    pub(super) fn decide_group(&mut self, kind: &str, what: GroupDecision) -> anyhow::Result<()> {
+        if let GroupDecision::Fix(r) = &what {
+            if self.recipes.get(r).is_none() {
+                tracing_warn(&format!("fix {r} for group {kind}: no such recipe"));
+                return Ok(());
+            }
+        }
+        for run in self.group_runs(kind) {
+            let queued = self.state.run(run).state == RunState::Queued;
+            match &what {
+                GroupDecision::Skip => self.skip(
+                    run,
+                    &format!("skipped by the operator: failure group {kind}"),
+                )?,
+                GroupDecision::Retry if queued => {
+                    // Waiting out a backoff: it goes now.
+                    if self.not_before.remove(&run).is_some() {
+                        self.schedule_dirty = true;
+                    }
+                }
+                GroupDecision::Retry => self.requeue(run, None)?,
+                GroupDecision::Fix(r) if queued => {
+                    self.queue_fix(run, r)?;
+                    self.not_before.remove(&run);
+                    self.schedule_dirty = true;
+                }
+                GroupDecision::Fix(r) => self.requeue(run, Some(r.clone()))?,
+            }
+        }
+        Ok(())
+    }
+
+    /// A run held for an unknown failure (the policy said `operator` for it): it waits at
+    /// most the held limit unless someone is attached.
+    pub(super) fn bound_hold(&mut self, run: RunId, finding: &Finding) {
+        let (Some(limit), true) = (self.held_limit, self.opts.wait_for_operator) else {
+            return;
+        };
+        if failure_kind::finding_is_unknown(finding) {
+            let attempt = self.state.run(run).attempt;
+            let at = Instant::now()
+                .checked_add(limit)
+                .unwrap_or_else(Instant::now);
+            self.held_until.insert(run, (at, attempt));
+        }
+    }
+
+    fn attended(&self) -> bool {
+        self.clients
+            .as_ref()
+            .is_none_or(|c| c.load(Ordering::Relaxed) > 0)
+    }
+
+    /// Held unknown failures whose wait is over: with a client attached they wait on (the
+    /// operator is there); with none they fail and the night goes on.
+    pub(super) fn expire_holds(&mut self) -> anyhow::Result<()> {
+        let now = Instant::now();
+        let due: Vec<(RunId, u32)> = self
+            .held_until
+            .iter()
+            .filter(|(_, (t, _))| *t <= now)
+            .map(|(r, (_, a))| (*r, *a))
+            .collect();
+        let limit = self.held_limit.unwrap_or_default();
+        for (run, attempt) in due {
+            self.held_until.remove(&run);
+            let rec = self.state.run(run);
+            let RunState::Held { category } = rec.state else {
+                continue;
+            };
+            if rec.attempt != attempt {
+                continue;
+            }
+            if self.attended() {
+                let at = now.checked_add(limit).unwrap_or(now);
+                self.held_until.insert(run, (at, attempt));
+                continue;
+            }
+            let kind = rec.finding.as_ref().map(failure_kind::kind_id_of);
+            self.set_state(
+                run,
+                RunState::Finished {
+                    outcome: Outcome::Failed { category },
+                },
+                Some(format!(
+                    "held {} for the operator with nobody attached — failed, the night goes on (failure group {}; r retries it)",
+                    fmt_wait(limit),
+                    kind.unwrap_or_else(|| "?".into())
+                )),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn fmt_wait(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 60 {
+        format!("{} min", s / 60)
+    } else {
+        format!("{s} s")
+    }
+}
