@@ -32,6 +32,12 @@ fn ask(store: &Path, want: Want) -> Result<DaemonMsg, String> {
     let mut s = std::os::unix::net::UnixStream::connect(protocol::socket_path(store))
         .map_err(|_| not_running(store))?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let line = hello(&mut s, want)?;
+    serde_json::from_str(&line).map_err(|e| format!("nightshift: the daemon's answer: {e}"))
+}
+
+/// Say hello with `want`; the daemon's first line back.
+fn hello(s: &mut std::os::unix::net::UnixStream, want: Want) -> Result<String, String> {
     let hello = ClientMsg::Hello {
         version: protocol::VERSION,
         want,
@@ -39,10 +45,10 @@ fn ask(store: &Path, want: Want) -> Result<DaemonMsg, String> {
     s.write_all(protocol::line(&hello).as_bytes())
         .map_err(|e| format!("nightshift: writing to the daemon: {e}"))?;
     let mut line = String::new();
-    BufReader::new(&s)
+    BufReader::new(&*s)
         .read_line(&mut line)
         .map_err(|e| format!("nightshift: reading from the daemon: {e}"))?;
-    serde_json::from_str(&line).map_err(|e| format!("nightshift: the daemon's answer: {e}"))
+    Ok(line)
 }
 
 /// `nightshift status`: one line; exit 0 while a sweep is alive, 1 when none is.
@@ -250,17 +256,8 @@ pub fn send_command(store: &Path, command: crate::event::Command) -> Result<(), 
     let mut s = std::os::unix::net::UnixStream::connect(protocol::socket_path(store))
         .map_err(|_| not_running(store))?;
     s.set_read_timeout(Some(Duration::from_secs(30))).ok();
-    let hello = ClientMsg::Hello {
-        version: protocol::VERSION,
-        want: Want::Attach,
-    };
-    s.write_all(protocol::line(&hello).as_bytes())
-        .map_err(|e| format!("nightshift: writing to the daemon: {e}"))?;
     // The welcome first: the daemon reads commands only from an attached client.
-    let mut line = String::new();
-    BufReader::new(&s)
-        .read_line(&mut line)
-        .map_err(|e| format!("nightshift: reading from the daemon: {e}"))?;
+    let line = hello(&mut s, Want::Attach)?;
     match serde_json::from_str::<DaemonMsg>(&line) {
         Ok(DaemonMsg::Welcome { .. }) => {}
         Ok(DaemonMsg::Refused { why }) => return Err(why),

@@ -206,20 +206,10 @@ impl Engine {
                 )?;
             }
             Action::Operator => {
-                self.set_state(
-                    run,
-                    RunState::Held { category },
-                    Some(decision.reason.clone()),
-                )?;
-                self.bound_hold(run, &finding);
+                self.hold(run, category, &decision.reason, &finding)?;
             }
             Action::PauseSweep => {
-                self.set_state(
-                    run,
-                    RunState::Held { category },
-                    Some(decision.reason.clone()),
-                )?;
-                self.bound_hold(run, &finding);
+                self.hold(run, category, &decision.reason, &finding)?;
                 if self.state.paused.is_none() {
                     self.emit(Event::Paused {
                         reason: decision.reason.clone(),

@@ -73,6 +73,19 @@ impl Engine {
         Ok(())
     }
 
+    /// Hold a run for the operator with its reason; an unknown failure's wait is bounded.
+    pub(super) fn hold(
+        &mut self,
+        run: RunId,
+        category: Category,
+        reason: &str,
+        finding: &Finding,
+    ) -> anyhow::Result<()> {
+        self.set_state(run, RunState::Held { category }, Some(reason.to_string()))?;
+        self.bound_hold(run, finding);
+        Ok(())
+    }
+
     /// A run held for an unknown failure (the policy said `operator` for it): it waits at
     /// most the held limit unless someone is attached.
     pub(super) fn bound_hold(&mut self, run: RunId, finding: &Finding) {

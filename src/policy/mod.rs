@@ -350,15 +350,9 @@ impl Policy {
             Action::Retry => {
                 let limit = self.retry_limit(cat);
                 if attempt <= limit {
-                    let wait = self.backoff(attempt);
-                    Decision {
-                        action: Action::Retry,
-                        recipe: None,
-                        retry_after: Some(wait),
-                        pause_sweep: None,
-                        hold_model: None,
-                        reason: format!("{what} — retry {attempt}/{limit} in {}", fmt_secs(wait)),
-                    }
+                    self.retry_after_backoff(attempt, |wait| {
+                        format!("{what} — retry {attempt}/{limit} in {wait}")
+                    })
                 } else {
                     operator(
                         None,
@@ -473,6 +467,13 @@ impl Policy {
         if attempt > limit {
             return give_up(d, what, limit);
         }
+        self.retry_after_backoff(attempt, |wait| {
+            format!("{what} (no signature names it) — retry {attempt}/{limit} in {wait}")
+        })
+    }
+
+    /// A retry after this attempt's backoff; `reason` gets the wait, worded.
+    fn retry_after_backoff(&self, attempt: u32, reason: impl FnOnce(String) -> String) -> Decision {
         let wait = self.backoff(attempt);
         Decision {
             action: Action::Retry,
@@ -480,10 +481,7 @@ impl Policy {
             retry_after: Some(wait),
             pause_sweep: None,
             hold_model: None,
-            reason: format!(
-                "{what} (no signature names it) — retry {attempt}/{limit} in {}",
-                fmt_secs(wait)
-            ),
+            reason: reason(fmt_secs(wait)),
         }
     }
 
