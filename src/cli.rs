@@ -11,7 +11,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 mod args;
+mod gpus;
 pub mod groups;
+pub(crate) mod input;
 pub use args::*;
 
 pub fn main() -> i32 {
@@ -53,8 +55,8 @@ fn plan_overrides(
     base: crate::overrides::Overrides,
     plan: &Plan,
 ) -> Result<crate::overrides::Overrides, i32> {
-    let text = std::fs::read_to_string(&plan.path).map_err(|e| {
-        tracing::error!("{}: {e}", plan.path.display());
+    let text = input::plan_text(&plan.path).map_err(|e| {
+        tracing::error!("{e}");
         2
     })?;
     base.with_plan(&text, &plan.path.display().to_string())
@@ -86,6 +88,7 @@ pub fn run(cli: Cli) -> i32 {
             speed,
             seed,
             log_dir,
+            min_free_mib,
             retry_failed,
             rerun_changed,
             no_preflight,
@@ -185,6 +188,7 @@ pub fn run(cli: Cli) -> i32 {
                 seed,
                 store,
                 log_dir,
+                min_free_mib,
                 retry_failed: retry_failed.map(|c| Some(c).filter(|c| c != "all")),
                 rerun_changed,
                 time_scale,
@@ -387,6 +391,16 @@ pub fn run(cli: Cli) -> i32 {
             ),
             Err(code) => code,
         },
+        Cmd::Gpus {
+            samples,
+            every_ms,
+            width,
+            height,
+        } => gpus::main(
+            samples,
+            std::time::Duration::from_millis(every_ms),
+            (width, height),
+        ),
         Cmd::Doctor { plan } => {
             let loaded = match plan.as_deref().map(load_plan).transpose() {
                 Ok(p) => p,
@@ -565,10 +579,10 @@ fn plan_cmd(cmd: PlanCmd) -> i32 {
             output,
             name,
         } => {
-            let text = match std::fs::read_to_string(&file) {
-                Ok(t) => t,
+            let text = match input::read_capped(&file, input::PLAN_CAP, "a commit list") {
+                Ok(b) => String::from_utf8_lossy(&b).into_owned(),
                 Err(e) => {
-                    tracing::error!("{}: cannot read: {e}", file.display());
+                    tracing::error!("{e}");
                     return 2;
                 }
             };

@@ -211,6 +211,12 @@ pub enum Command {
     },
     Pause,
     Resume,
+    /// The daemon's disk watch: `Some(why)` pauses the sweep (a directory it writes to is
+    /// below its floor), `None` lifts such a pause once space is back. Never an operator's
+    /// pause: that one only the operator lifts.
+    DiskSpace {
+        low: Option<String>,
+    },
     Cancel {
         run: RunId,
     },
@@ -235,6 +241,8 @@ impl Command {
             }
             Command::Pause => "pause".into(),
             Command::Resume => "resume".into(),
+            Command::DiskSpace { low: Some(why) } => format!("pause: {why}"),
+            Command::DiskSpace { low: None } => "resume: disk space is back".into(),
             Command::Cancel { run } => format!("cancel {run}"),
             Command::Shutdown => "shutdown".into(),
         }

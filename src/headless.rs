@@ -1,10 +1,14 @@
-//! The headless printer: one line per state change, then a summary.
+//! The headless printer: one line per state change, then a summary. Each line carries
+//! plan text (run keys, the sweep's name) and log text (details, a diagnosis's line): it is
+//! written with its control characters escaped ([`crate::sanitize`]), so one event stays
+//! one line and nothing in it acts on the terminal or the log it goes to.
 
 use crate::engine::observer::Observer;
 use crate::engine::Summary;
 use crate::event::{Envelope, Event};
 use crate::model::RunState;
 use crate::plan::Plan;
+use crate::sanitize::{log_line, terminal};
 use std::io::Write;
 use std::sync::Arc;
 
@@ -35,22 +39,18 @@ fn clock(ms: u64) -> String {
     )
 }
 
-impl<W: Write + Send> Observer for Printer<W> {
-    fn on_event(&mut self, env: &Envelope) -> anyhow::Result<()> {
+impl<W: Write + Send> Printer<W> {
+    /// The event's line, if it has one.
+    fn line_of(&mut self, env: &Envelope) -> Option<String> {
         let start = *self.start_ms.get_or_insert(env.at_ms);
         let t = clock(env.at_ms.saturating_sub(start));
-        match &env.event {
+        Some(match &env.event {
             Event::SweepStarted {
                 name,
                 runs,
                 gpus,
                 runtime,
-            } => {
-                writeln!(
-                    self.out,
-                    "{t} sweep {name}: {runs} runs on {gpus} GPUs ({runtime} runtime)"
-                )?;
-            }
+            } => format!("{t} sweep {name}: {runs} runs on {gpus} GPUs ({runtime} runtime)"),
             Event::State {
                 run,
                 attempt,
@@ -59,7 +59,7 @@ impl<W: Write + Send> Observer for Printer<W> {
                 gpus,
                 ..
             } => {
-                let key = &self.plan.runs[run.0 as usize].key;
+                let key = terminal(&self.plan.runs[run.0 as usize].key);
                 let mut line = format!(
                     "{t} {:<6} {key:<32} a{attempt} {:<24}",
                     run.to_string(),
@@ -76,57 +76,63 @@ impl<W: Write + Send> Observer for Printer<W> {
                 }
                 if let Some(d) = detail {
                     line.push(' ');
-                    line.push_str(d);
+                    line.push_str(&log_line(d));
                 }
-                writeln!(self.out, "{}", line.trim_end())?;
+                line.trim_end().to_string()
             }
             Event::Diagnosed { run, finding, .. } => {
-                let key = &self.plan.runs[run.0 as usize].key;
+                let key = terminal(&self.plan.runs[run.0 as usize].key);
                 let what = if finding.predicted {
                     "predicted"
                 } else {
                     "diagnosed"
                 };
-                writeln!(
-                    self.out,
+                format!(
                     "{t} {:<6} {key:<32}    {what} {}: {}",
                     run.to_string(),
                     finding.category,
                     one_line(&finding.evidence, 160)
-                )?;
+                )
             }
-            Event::Paused { reason } => writeln!(self.out, "{t} sweep paused: {reason}")?,
-            Event::ModelPaused { model, reason } => writeln!(
-                self.out,
-                "{t} runs of {model} paused: {reason}; other runs go on"
-            )?,
-            Event::Resumed => writeln!(self.out, "{t} sweep resumed")?,
+            Event::Paused { reason } => format!("{t} sweep paused: {reason}"),
+            Event::ModelPaused { model, reason } => {
+                format!("{t} runs of {model} paused: {reason}; other runs go on")
+            }
+            Event::Resumed => format!("{t} sweep resumed"),
             Event::Image {
                 image,
                 status,
                 detail,
-            } if *status != crate::event::ImageStatus::Log => writeln!(
-                self.out,
+            } if *status != crate::event::ImageStatus::Log => format!(
                 "{t} image  {image} {}: {}",
                 status.as_str(),
                 one_line(detail, 160)
-            )?,
-            Event::Operator { command } => {
-                writeln!(self.out, "{t} operator: {}", command.describe())?
-            }
-            _ => {}
+            ),
+            Event::Operator { command } => format!("{t} operator: {}", command.describe()),
+            _ => return None,
+        })
+    }
+}
+
+impl<W: Write + Send> Observer for Printer<W> {
+    fn on_event(&mut self, env: &Envelope) -> anyhow::Result<()> {
+        if let Some(line) = self.line_of(env) {
+            // Whatever field it came from, the line is written escaped: one event, one line.
+            writeln!(self.out, "{}", terminal(&line))?;
         }
         Ok(())
     }
 }
 
+/// A log line cut to `max` characters for one line: colours dropped, controls escaped.
 fn one_line(s: &str, max: usize) -> String {
     let s = s.replace(['\n', '\r'], " ");
-    if s.chars().count() > max {
+    let s = if s.chars().count() > max {
         format!("{}…", s.chars().take(max).collect::<String>())
     } else {
         s
-    }
+    };
+    log_line(&s).into_owned()
 }
 
 pub fn print_summary(out: &mut dyn Write, plan: &Plan, s: &Summary) -> std::io::Result<()> {
@@ -135,7 +141,7 @@ pub fn print_summary(out: &mut dyn Write, plan: &Plan, s: &Summary) -> std::io::
     writeln!(
         out,
         "sweep {}: {} of {} runs finished in {:.1}s wall, {:.1} GPU-hours used",
-        plan.name,
+        terminal(&plan.name),
         c.done(),
         c.total,
         s.wall.as_secs_f64(),
@@ -155,7 +161,7 @@ pub fn print_summary(out: &mut dyn Write, plan: &Plan, s: &Summary) -> std::io::
         }
     }
     for l in &s.leftovers_removed {
-        writeln!(out, "  removed leftover: {l}")?;
+        writeln!(out, "  removed leftover: {}", terminal(l))?;
     }
     if s.needs_more_gpus.0 > 0 {
         writeln!(
@@ -167,7 +173,8 @@ pub fn print_summary(out: &mut dyn Write, plan: &Plan, s: &Summary) -> std::io::
     if let Some(p) = &s.paused {
         writeln!(
             out,
-            "  sweep paused: {p} (resume with `nightshift run` again)"
+            "  sweep paused: {} (resume with `nightshift run` again)",
+            terminal(p)
         )?;
     }
     if s.interrupted {
@@ -177,4 +184,100 @@ pub fn print_summary(out: &mut dyn Write, plan: &Plan, s: &Summary) -> std::io::
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::category::{Action, Category};
+    use crate::event::Finding;
+    use crate::model::{RunId, Stage};
+    use crate::sanitize::{assert_inert, HOSTILE, HOSTILE_SHOWN};
+
+    /// A plan whose sweep name and agent id carry control characters (an agent id cannot
+    /// hold white space, so no line break there).
+    fn plan() -> Plan {
+        let text = format!(
+            "schema_version = 1\nname = \"{}\"\n[defaults]\nvariants = [\"agent\"]\n[[agents]]\nid = \"a\\u001b[2J\\u0007\\u009b\"\n[[commits]]\ncommit = \"{}\"\nparent = \"{}\"\nmodel = \"org/m\"\nperf_command = '''vllm bench serve --model org/m'''\n",
+            "n\\u001b[2J\\u0007evil\\r\\n\\u009b31m",
+            "a".repeat(40),
+            "b".repeat(40)
+        );
+        Plan::from_str_at("t.toml", text, std::path::Path::new("."), "t.toml".as_ref()).unwrap()
+    }
+
+    /// Every line the printer writes from plan or log text, hostile: one line per event,
+    /// each control shown escaped.
+    #[test]
+    fn plan_and_log_text_is_inert() {
+        let plan = Arc::new(plan());
+        assert!(plan.runs[0].key.contains('\x1b'), "{:?}", plan.runs[0].key);
+        let mut p = Printer::new(plan.clone(), Vec::new());
+        let events = [
+            Event::SweepStarted {
+                name: HOSTILE.into(),
+                runs: 1,
+                gpus: 1,
+                runtime: "sim".into(),
+            },
+            Event::State {
+                run: RunId(0),
+                attempt: 1,
+                from: RunState::Queued,
+                to: RunState::Active {
+                    stage: Stage::PreparingImage,
+                },
+                detail: Some(HOSTILE.into()),
+                gpus: vec![0],
+            },
+            Event::Diagnosed {
+                run: RunId(0),
+                attempt: 1,
+                finding: Finding {
+                    category: Category::Other,
+                    evidence: format!("boom {HOSTILE}"),
+                    action: Action::Skip,
+                    recipe: None,
+                    reason: HOSTILE.into(),
+                    predicted: false,
+                    confidence: None,
+                    telling: vec![],
+                    kind: None,
+                },
+            },
+            Event::Paused {
+                reason: HOSTILE.into(),
+            },
+            Event::ModelPaused {
+                model: HOSTILE.into(),
+                reason: HOSTILE.into(),
+            },
+            Event::Image {
+                image: HOSTILE.into(),
+                status: crate::event::ImageStatus::Failed,
+                detail: HOSTILE.into(),
+            },
+        ];
+        for (i, event) in events.into_iter().enumerate() {
+            let env = Envelope {
+                seq: i as u64,
+                at_ms: 0,
+                event,
+            };
+            p.on_event(&env).unwrap();
+        }
+        let mut out = String::from_utf8(p.out).unwrap();
+        assert_eq!(out.lines().count(), 6, "one line per event:\n{out}");
+        assert!(out.contains("a\\x1b[2J\\x07\\x9b"), "the agent id:\n{out}");
+        assert!(out.contains("boom \\x07evil"), "the log line:\n{out}");
+        let summary = crate::engine::Summary {
+            paused: Some(HOSTILE.into()),
+            leftovers_removed: vec![HOSTILE.into()],
+            ..Default::default()
+        };
+        let mut s = Vec::new();
+        print_summary(&mut s, &plan, &summary).unwrap();
+        out.push_str(&String::from_utf8(s).unwrap());
+        assert_inert(&out, HOSTILE_SHOWN);
+    }
 }

@@ -138,3 +138,57 @@ fn alerts_reach_webhooks_ntfy_and_a_command_without_the_token() {
     }
     assert!(!hook.contains(TOKEN));
 }
+
+/// The alert command runs in a clean environment: what a shell needs (PATH, HOME, the
+/// locale), its NIGHTSHIFT_ALERT_* variables and what the operator names with
+/// `--alert-env`; never the daemon's secrets.
+#[test]
+fn the_alert_command_gets_a_clean_environment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = tmp.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        "schema_version = 1\nname = \"clean-env\"\n[defaults]\nvariants = [\"baseline\"]\n[images]\norg = \"o\"\nbaseline = \"{org}/b:{commit}\"\n\
+         [[commits]]\ncommit = \"c0000002\"\nparent = \"c00000020000\"\nmodel = \"m/x\"\ngpu_config = \"H100:1\"\nperf_command = '''python benchmarks/benchmark_throughput.py --model m/x --input-len 256 --output-len 256'''\n",
+    )
+    .unwrap();
+    let env_out = tmp.path().join("env.txt");
+    let o = Command::new(BIN)
+        .args(["run", plan.to_str().unwrap(), "--runtime", "sim"])
+        .args(["--headless", "--gpus", "1", "--speed", "max"])
+        .args(["--store", tmp.path().join("store").to_str().unwrap()])
+        .args(["--alert-command", &format!("env > {}", env_out.display())])
+        .args(["--alert-env", "NIGHTSHIFT_TEST_PASSED"])
+        .env("HF_TOKEN", TOKEN)
+        .env(
+            "DOCKER_AUTH_CONFIG",
+            "{\"auths\":{\"r\":{\"auth\":\"c2VjcmV0\"}}}",
+        )
+        .env("NIGHTSHIFT_TEST_PASSED", "yes")
+        .env("NIGHTSHIFT_TEST_NOT_PASSED", "no")
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("alert sent"), "{out}");
+    let env = std::fs::read_to_string(&env_out).unwrap();
+    let names: Vec<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
+    for absent in [
+        "HF_TOKEN",
+        "DOCKER_AUTH_CONFIG",
+        "NIGHTSHIFT_TEST_NOT_PASSED",
+    ] {
+        assert!(!names.contains(&absent), "{absent} in\n{env}");
+    }
+    assert!(!env.contains(TOKEN), "{env}");
+    for present in ["PATH", "NIGHTSHIFT_ALERT_KIND", "NIGHTSHIFT_ALERT_TITLE"] {
+        assert!(names.contains(&present), "no {present} in\n{env}");
+    }
+    assert!(env.contains("NIGHTSHIFT_TEST_PASSED=yes\n"), "{env}");
+}

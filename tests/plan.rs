@@ -502,3 +502,31 @@ fn repeats_per_plan_and_per_commit_interleave_with_a_discarded_warmup() {
         other => panic!("{:?}", other.map(|p| p.runs.len())),
     }
 }
+
+/// A hostile `repeats` is refused at its file:line:col with exit 2: it used to abort the
+/// binary (allocating 3 × 4 294 967 295 runs, exit 134). `/dev/zero` as the plan is
+/// refused by name instead of growing memory.
+#[test]
+fn plan_check_refuses_huge_repeats_at_the_field_and_devices_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("minimal.toml"))
+        .unwrap()
+        .replace("[defaults]\n", "[defaults]\nrepeats = 4294967295\n");
+    let line = 1 + text.lines().position(|l| l.starts_with("repeats")).unwrap();
+    let path = dir.path().join("huge.toml");
+    std::fs::write(&path, text).unwrap();
+    let path = path.to_str().unwrap();
+    let (code, _, err) = nightshift(&["plan", "check", path]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("{path}:{line}:11: ")), "{err}");
+    assert!(err.contains("at most 100"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    if cfg!(unix) {
+        let (code, _, err) = nightshift(&["plan", "check", "/dev/zero"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("/dev/zero") && err.contains("character device"),
+            "{err}"
+        );
+    }
+}

@@ -334,3 +334,132 @@ fn the_kept_table_is_never_stale_during_a_sweep() {
         }
     }
 }
+
+/// A commit title and an agent id with control characters, as a TOML plan spells them.
+fn hostile_plan(commit: &str) -> String {
+    plan_text(&[(commit, "")])
+        .replace("id = \"a\"", "id = \"a\\u001b[2J\\u0007\\u009b\"")
+        .replace(
+            "model = \"m/x\"",
+            "title = \"\\u001b[2J\\u0007evil\\r\\n\\u009b31m\"\nmodel = \"m/x\"",
+        )
+}
+
+/// What reached a terminal: none of the controls raw, and `shown` (them escaped).
+fn assert_inert(what: &str, out: &str, shown: &str) {
+    for c in ['\x1b', '\x07', '\r', '\u{9b}'] {
+        assert!(!out.contains(c), "{what}: raw {c:?} in\n{out}");
+    }
+    assert!(out.contains(shown), "{what}: no {shown} in\n{out}");
+}
+
+/// A plan's title and agent id with escape sequences, a bell, a carriage return and a C1
+/// control: the headless lines, `results` (every format), `show`, `digest` and the
+/// digests the sweep writes show them escaped, never raw.
+#[test]
+fn hostile_plan_text_reaches_no_output_raw() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = write_plan(tmp.path(), &hostile_plan("a1111111"));
+    let store = tmp.path().join("store");
+    let (code, out, err) = run_ok(&plan, &store, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let title = "\\x1b[2J\\x07evil\\x0d\\x0a\\x9b31m";
+    let page = "\\x1b[2J\\x07evil\\x0d";
+    assert_inert("headless", &out, "agent:a\\x1b[2J\\x07\\x9b");
+    for (args, shown) in [
+        (&["results"][..], title),
+        (&["results", "--format", "md"], title),
+        (&["results", "--format", "html"], page),
+        (&["show", "a1111111"], title),
+        // Data formats: JSON's own escapes (the same values), CSV's fields as the table's.
+        (&["results", "--format", "json"], "\\u009b31m"),
+        (
+            &["results", "--format", "jsonl"],
+            "agent:a\\u001b[2J\\u0007\\u009b",
+        ),
+        (&["results", "--format", "csv"], "agent:a\\x1b[2J\\x07\\x9b"),
+        (
+            &["show", "a1111111", "--json"],
+            "agent:a\\u001b[2J\\u0007\\u009b",
+        ),
+        (&["digest"], title),
+        (&["digest", "--format", "html"], page),
+    ] {
+        let o = Command::new(BIN)
+            .args(args)
+            .arg("--store")
+            .arg(&store)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {o:?}");
+        assert_inert(&format!("{args:?}"), &text, shown);
+    }
+    for (file, shown) in [("digest.md", title), ("digest.html", page)] {
+        let text = std::fs::read_to_string(store.join(file)).unwrap();
+        assert_inert(file, &text, shown);
+    }
+}
+
+/// A store holding a socket (a daemon's, left behind) and a link, in a directory nobody
+/// may write: `results` reads it from a snapshot of its regular files, taken elsewhere.
+#[test]
+fn a_read_only_store_with_a_socket_is_read_from_a_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = write_plan(tmp.path(), &plan_text(&[("b1111111", "")]));
+    let store = tmp.path().join("store");
+    assert_eq!(run_ok(&plan, &store, &[]).0, 0);
+    // A daemon's socket, left by one that died: nobody listens.
+    drop(std::os::unix::net::UnixListener::bind(store.join("nightshift.sock")).unwrap());
+    // A link to a directory elsewhere: not followed, not copied.
+    std::fs::create_dir(tmp.path().join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("elsewhere"), store.join("link")).unwrap();
+    let listing = |d: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing(&store);
+    let chmod = |mode: &str, p: &Path| {
+        let ok = Command::new("chmod")
+            .args(["-R", mode])
+            .arg(p)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    chmod("a+rX", tmp.path());
+    chmod("a-w", &store);
+    // root writes anywhere: read as nobody, for whom the store is read-only.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut c = if root {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            BIN,
+        ]);
+        c
+    } else {
+        Command::new(BIN)
+    };
+    let o = c
+        .args(["results", "--store"])
+        .arg(&store)
+        .env("TMPDIR", "/tmp")
+        .output()
+        .unwrap();
+    chmod("u+w", &store);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("snapshot"), "{err}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("b1111111"));
+    assert_eq!(listing(&store), before, "nothing is written into the store");
+}

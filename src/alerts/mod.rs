@@ -29,6 +29,10 @@ pub struct Targets {
     pub ntfy: Vec<String>,
     /// Shell commands run with the alert in the environment and as JSON on stdin.
     pub commands: Vec<String>,
+    /// Variables of the daemon's environment the commands get beyond the few a shell
+    /// needs ([`send::HOOK_ENV`]): the operator names them (`--alert-env`); nothing else
+    /// of the daemon's environment (its tokens, registry passwords) reaches a command.
+    pub command_env: Vec<String>,
 }
 
 impl Targets {

@@ -1,11 +1,21 @@
 //! Delivering alerts: HTTP webhooks with reqwest (generic JSON, Slack/Discord-compatible,
 //! ntfy) and a command hook. Every text passes the secret filter first, so an HF token in a
-//! failure's words never leaves the box. A target that fails is logged and skipped; an
-//! alert never stops the sweep.
+//! failure's words never leaves the box; the hook runs in a clean environment, so the
+//! daemon's own tokens and passwords do not reach it either. A target that fails is logged
+//! and skipped; an alert never stops the sweep.
 
 use super::{Alert, Targets};
 use crate::runtime::docker::secrets::Secrets;
+use std::ffi::OsString;
 use std::time::Duration;
+
+/// What an alert command gets of the daemon's environment unasked: what a shell needs to
+/// find programs, name its user and speak the locale. The daemon's environment also holds
+/// HF_TOKEN and registry credentials (DOCKER_AUTH_CONFIG, …): a command gets those only by
+/// name (`--alert-env`).
+pub const HOOK_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SHELL",
+];
 
 /// Sends alerts to the configured targets.
 pub struct Sender {
@@ -35,14 +45,16 @@ impl Sender {
         }
     }
 
-    /// One line naming the alert, for the daemon's log.
+    /// One line naming the alert, for the daemon's log (and Slack's text): its words come
+    /// from the plan and the logs, so their controls are shown escaped.
     pub fn describe(a: &Alert) -> String {
         let extra = if a.suppressed > 0 {
             format!(" (+{} held back by the rate limit)", a.suppressed)
         } else {
             String::new()
         };
-        format!("[{}] {}: {}{extra}", a.sweep, a.title, a.text)
+        let line = format!("[{}] {}: {}{extra}", a.sweep, a.title, a.text);
+        crate::sanitize::terminal(&line).into_owned()
     }
 
     /// Send to every target; Err lists the targets that failed.
@@ -64,7 +76,11 @@ impl Sender {
             let r = self
                 .http
                 .post(url)
-                .header("Title", format!("nightshift: {}", a.title))
+                // A header may not hold controls (a title with a line break would be refused).
+                .header(
+                    "Title",
+                    format!("nightshift: {}", crate::sanitize::terminal(&a.title)),
+                )
                 .header("Tags", format!("nightshift,{}", a.kind.as_str()))
                 .header(
                     "Priority",
@@ -79,8 +95,9 @@ impl Sender {
                 .await;
             note(&mut failed, url, r);
         }
+        let env = hook_env(std::env::vars_os(), &self.targets.command_env);
         for cmd in &self.targets.commands {
-            if let Err(e) = run_hook(cmd, &a).await {
+            if let Err(e) = run_hook(hook_command(cmd, &a, &env), &a).await {
                 failed.push(format!("{cmd}: {e}"));
             }
         }
@@ -100,20 +117,43 @@ fn note(failed: &mut Vec<String>, url: &str, r: reqwest::Result<reqwest::Respons
     }
 }
 
-async fn run_hook(cmd: &str, a: &Alert) -> Result<(), String> {
-    use tokio::io::AsyncWriteExt;
-    let mut child = tokio::process::Command::new("sh")
-        .arg("-c")
+/// The variables of `parent` (the daemon's environment) an alert command gets: those of
+/// [`HOOK_ENV`] and those the operator named in `named`, nothing else.
+pub fn hook_env(
+    parent: impl IntoIterator<Item = (OsString, OsString)>,
+    named: &[String],
+) -> Vec<(OsString, OsString)> {
+    parent
+        .into_iter()
+        .filter(|(k, _)| {
+            k.to_str()
+                .is_some_and(|k| HOOK_ENV.contains(&k) || named.iter().any(|n| n == k))
+        })
+        .collect()
+}
+
+/// The command for one alert: `sh -c CMD` with only `env` ([`hook_env`]) and the alert's
+/// NIGHTSHIFT_ALERT_* variables in its environment (nothing inherited), the alert as JSON
+/// on its stdin.
+pub fn hook_command(cmd: &str, a: &Alert, env: &[(OsString, OsString)]) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new("sh");
+    c.arg("-c")
         .arg(cmd)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("NIGHTSHIFT_ALERT_KIND", a.kind.as_str())
         .env("NIGHTSHIFT_ALERT_SWEEP", &a.sweep)
         .env("NIGHTSHIFT_ALERT_TITLE", &a.title)
         .env("NIGHTSHIFT_ALERT_TEXT", &a.text)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
+        .stderr(std::process::Stdio::null());
+    c
+}
+
+async fn run_hook(mut cmd: tokio::process::Command, a: &Alert) -> Result<(), String> {
+    use tokio::io::AsyncWriteExt;
+    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
     if let Some(mut stdin) = child.stdin.take() {
         let json = serde_json::to_vec(a).map_err(|e| e.to_string())?;
         let _ = stdin.write_all(&json).await;
@@ -148,5 +188,57 @@ mod tests {
         let c = s.clean(&a);
         assert!(!c.title.contains(token) && !c.text.contains(token), "{c:?}");
         assert!(!Sender::describe(&c).contains(token));
+    }
+
+    /// Of the daemon's environment an alert command gets what a shell needs and what the
+    /// operator named; the command's own environment is cleared, so nothing else is
+    /// inherited.
+    #[test]
+    fn the_hook_gets_a_clean_environment() {
+        let parent = [
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/home/op"),
+            ("HF_TOKEN", "hf_secret"),
+            ("DOCKER_AUTH_CONFIG", "{}"),
+            ("SMTP_HOST", "relay"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = hook_env(parent, &["SMTP_HOST".into()]);
+        let names: Vec<&str> = env.iter().filter_map(|(k, _)| k.to_str()).collect();
+        assert_eq!(names, ["PATH", "HOME", "SMTP_HOST"]);
+        let a = Alert {
+            sweep: "n".into(),
+            kind: crate::alerts::Kind::Finished,
+            title: "t".into(),
+            text: "x".into(),
+            at_ms: 0,
+            suppressed: 0,
+        };
+        let c = hook_command("env", &a, &env);
+        let set: Vec<String> = c
+            .as_std()
+            .get_envs()
+            .filter(|(_, v)| v.is_some())
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert!(set.contains(&"PATH".to_string()), "{set:?}");
+        assert!(
+            set.contains(&"NIGHTSHIFT_ALERT_TITLE".to_string()),
+            "{set:?}"
+        );
+        assert!(!set.contains(&"HF_TOKEN".to_string()), "{set:?}");
+    }
+
+    #[test]
+    fn a_described_alert_is_one_inert_line() {
+        let a = Alert {
+            sweep: "n".into(),
+            kind: crate::alerts::Kind::NewFailure,
+            title: crate::sanitize::HOSTILE.into(),
+            text: "x".into(),
+            at_ms: 0,
+            suppressed: 0,
+        };
+        crate::sanitize::assert_inert(&Sender::describe(&a), crate::sanitize::HOSTILE_SHOWN);
     }
 }

@@ -59,8 +59,14 @@ pub struct AlertArgs {
     #[arg(long, value_name = "URL")]
     pub alert_ntfy: Vec<String>,
     /// A shell command run per alert (NIGHTSHIFT_ALERT_* in its environment, JSON on stdin).
+    /// It gets a clean environment: PATH, HOME, USER, LOGNAME, LANG, LC_ALL, TZ, TMPDIR,
+    /// SHELL and what --alert-env names; never the daemon's tokens or passwords.
     #[arg(long, value_name = "CMD")]
     pub alert_command: Vec<String>,
+    /// A variable of this environment that --alert-command also gets (repeatable), e.g. the
+    /// mail relay's address the command needs.
+    #[arg(long, value_name = "NAME", value_parser = env_name)]
+    pub alert_env: Vec<String>,
     /// Alert when a run has waited this long for the operator.
     #[arg(long, value_name = "MIN", default_value_t = 30)]
     pub alert_held_min: u64,
@@ -74,6 +80,7 @@ impl AlertArgs {
                 slack: self.alert_slack.clone(),
                 ntfy: self.alert_ntfy.clone(),
                 commands: self.alert_command.clone(),
+                command_env: self.alert_env.clone(),
             },
             crate::alerts::Limits {
                 held_after_ms: self.alert_held_min.saturating_mul(60_000),
@@ -81,6 +88,16 @@ impl AlertArgs {
             },
         )
     }
+}
+
+/// `--alert-env NAME`: a variable's name (not `NAME=VALUE`: the value is the daemon's).
+fn env_name(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.contains(['=', '\0']) {
+        return Err(format!(
+            "`{s}`: expected a variable's name, e.g. SMTP_HOST (its value is taken from this environment)"
+        ));
+    }
+    Ok(s.to_string())
 }
 
 /// What the Docker runtime takes from [`ImageArgs`].
@@ -145,6 +162,10 @@ pub enum Cmd {
         /// Where full logs go (default: under the store).
         #[arg(long)]
         log_dir: Option<PathBuf>,
+        /// Pause the sweep while the store's or the run logs' filesystem has less than this
+        /// free (MiB); it resumes when space is back.
+        #[arg(long, default_value_t = crate::disk::DEFAULT_FLOOR_MIB)]
+        min_free_mib: u64,
         /// Re-queue failed runs (all, or only this category).
         #[arg(long, value_name = "CATEGORY", num_args = 0..=1, default_missing_value = "all")]
         retry_failed: Option<String>,
@@ -351,6 +372,22 @@ pub enum Cmd {
         /// Say what would be fetched (sizes, what is cached); fetch nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// What the GPU panel sees on this machine (NVML), printed once: a table of the GPUs
+    /// and the sweep screen with its GPU panel.
+    Gpus {
+        /// NVML samples to take before printing (the panel's sparklines need a few).
+        #[arg(long, default_value_t = 5)]
+        samples: usize,
+        /// Milliseconds between samples.
+        #[arg(long, default_value_t = 500)]
+        every_ms: u64,
+        /// Width of the printed screen.
+        #[arg(long, default_value_t = 120)]
+        width: u16,
+        /// Height of the printed screen.
+        #[arg(long, default_value_t = 30)]
+        height: u16,
     },
     /// Check this machine can run a sweep.
     Doctor {

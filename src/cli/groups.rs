@@ -6,6 +6,7 @@
 use crate::category::Category;
 use crate::event::Command;
 use crate::report::groups::{self, FailureGroup};
+use crate::sanitize::terminal;
 use std::path::{Path, PathBuf};
 
 /// `results`' failure-group options.
@@ -110,11 +111,14 @@ pub fn results_group(store: Option<PathBuf>, a: &GroupArgs) -> i32 {
     }
 }
 
-/// The `[[signature]]` entry a group becomes.
+/// The `[[signature]]` entry a group becomes. Its comment quotes the group's first line and
+/// models (log and plan text) with their controls escaped: a TOML comment may not hold
+/// them, and the entry is printed to the terminal too.
 pub fn signature_entry(g: &FailureGroup, category: Category, today: &str) -> String {
     let q = |s: &str| toml::Value::String(s.to_string()).to_string();
-    let models: Vec<&str> = g.models.iter().map(|s| s.as_str()).collect();
+    let models: Vec<String> = g.models.iter().map(|s| terminal(s).into_owned()).collect();
     let first: String = g.first_line.chars().take(300).collect();
+    let first = terminal(&first);
     let mut o = String::new();
     o.push_str(&format!(
         "\n# Learned {today} from failure group {} ({} run{}{}):\n#   {}\n",
@@ -126,7 +130,7 @@ pub fn signature_entry(g: &FailureGroup, category: Category, today: &str) -> Str
         } else {
             format!(", {}", models.join(", "))
         },
-        first.replace('\n', " ")
+        first
     ));
     o.push_str("[[signature]]\n");
     o.push_str(&format!("name = {}\n", q(&format!("learned-{}", g.id))));
@@ -206,7 +210,9 @@ pub fn learn(a: &LearnArgs) -> i32 {
     drop(store);
     match write_learned(&path, &g, category, &lines) {
         Ok(entry) => {
-            print!("{entry}");
+            // The regex keeps the line's characters (a C1 control is valid in a TOML
+            // string); the terminal is shown them escaped.
+            print!("{}", crate::sanitize::text(&entry));
             println!(
                 "\nnightshift: failure group {} ({} runs) is now signature learned-{} ({category}) in {}",
                 g.id,
@@ -261,8 +267,9 @@ pub fn write_learned(
         return Err((
             1,
             format!(
-                "the learned regex `{}` does not match a line of the group: {l}",
-                re.as_str()
+                "the learned regex `{}` does not match a line of the group: {}",
+                terminal(re.as_str()),
+                terminal(l)
             ),
         ));
     }
@@ -348,5 +355,49 @@ mod tests {
         // Once only.
         let again = write_learned(&path, &gs[0], Category::CudaOom, &owned).unwrap_err();
         assert!(again.1.contains("already has signature"), "{again:?}");
+    }
+
+    /// A group whose line (from a log) and model (from the plan) hold control characters:
+    /// the entry written and printed shows them escaped, and the catalog still loads (a
+    /// TOML comment may not hold them).
+    #[test]
+    fn a_learned_group_of_hostile_text_is_written_inert() {
+        use crate::sanitize::{assert_inert, HOSTILE};
+        let line = format!("RuntimeError: shard 3 refused {HOSTILE}");
+        let failed = RunState::Finished {
+            outcome: Outcome::Failed {
+                category: Category::Other,
+            },
+        };
+        let f = Finding {
+            category: Category::Other,
+            evidence: line.clone(),
+            action: Action::Skip,
+            recipe: None,
+            reason: String::new(),
+            predicted: false,
+            confidence: Some(0.3),
+            telling: vec![],
+            kind: None,
+        };
+        let gs = groups::group([Member {
+            key: "a/human",
+            model: Some(HOSTILE),
+            vllm_version: None,
+            state: &failed,
+            finding: Some(&f),
+            attempt: 1,
+        }]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.toml");
+        let entry = write_learned(&path, &gs[0], Category::CudaOom, &[line]).unwrap();
+        let comment: String = entry
+            .lines()
+            .filter(|l| l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert_inert(&comment, "\\x1b[2J\\x07evil\\x0d\\x0a\\x9b31m");
+        assert_inert(&crate::sanitize::text(&entry), "refused");
+        crate::overrides::Overrides::load(Some(dir.path())).unwrap();
     }
 }

@@ -14,6 +14,14 @@ pub fn alive(store: &Path) -> bool {
     std::os::unix::net::UnixStream::connect(protocol::socket_path(store)).is_ok()
 }
 
+/// Some process holds the store's database (sled takes an exclusive `flock` on `db`).
+fn store_held(store: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(store.join("db")) else {
+        return false;
+    };
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
+}
+
 fn not_running(store: &Path) -> String {
     let stale = protocol::socket_path(store).exists();
     format!(
@@ -29,8 +37,18 @@ fn not_running(store: &Path) -> String {
 
 /// Ask once: hello with `want`, then the daemon's first answer.
 fn ask(store: &Path, want: Want) -> Result<DaemonMsg, String> {
-    let mut s = std::os::unix::net::UnixStream::connect(protocol::socket_path(store))
-        .map_err(|_| not_running(store))?;
+    let path = protocol::socket_path(store);
+    let mut s = std::os::unix::net::UnixStream::connect(&path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            // Another user's live daemon looks like this too: never call it gone.
+            format!(
+                "nightshift: the sweep's socket {} is not yours to connect to (permission denied): the store belongs to another user",
+                path.display()
+            )
+        } else {
+            not_running(store)
+        }
+    })?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok();
     let line = hello(&mut s, want)?;
     serde_json::from_str(&line).map_err(|e| format!("nightshift: the daemon's answer: {e}"))
@@ -96,12 +114,16 @@ pub fn stop(store: &Path, now: bool) -> i32 {
         println!("nightshift: the sweep on {} stops once its runs in flight finish (no new runs start); `nightshift stop --now` cancels them", store.display());
         return 0;
     }
+    // Gone means the store is free again (the daemon has exited, or at least let go of
+    // the database), so `stop --now && run` works.
     let t0 = Instant::now();
-    while alive(store) && t0.elapsed() < Duration::from_secs(60) {
+    while (alive(store) || store_held(store)) && t0.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(100));
     }
-    if alive(store) {
-        tracing::warn!("the daemon is still tearing down after 60 s");
+    if alive(store) || store_held(store) {
+        tracing::warn!(
+            "the daemon is still stopping after 60 s (runs in flight being torn down); `nightshift status` tells when it has gone"
+        );
         return 1;
     }
     println!("nightshift: stopped; runs in flight were re-queued (`nightshift run PLAN` resumes)");
@@ -110,6 +132,70 @@ pub fn stop(store: &Path, now: bool) -> i32 {
 
 /// `nightshift attach`: the TUI on the store's running sweep.
 pub fn attach(store: &Path) -> i32 {
+    attach_to(store, None)
+}
+
+/// The daemon this client started, reaped by a thread of its own (never left a zombie); its
+/// exit status tells a crash from an end.
+pub struct Started(Arc<std::sync::Mutex<Option<std::process::ExitStatus>>>);
+
+impl Started {
+    pub fn watch(mut child: std::process::Child) -> Started {
+        let slot = Arc::new(std::sync::Mutex::new(None));
+        let set = slot.clone();
+        std::thread::Builder::new()
+            .name("daemon-reaper".into())
+            .spawn(move || {
+                if let Ok(st) = child.wait() {
+                    *set.lock().unwrap_or_else(|e| e.into_inner()) = Some(st);
+                }
+            })
+            .ok();
+        Started(slot)
+    }
+
+    /// How it ended, once it has (waits a little: the socket closes just before the exit).
+    fn status(&self) -> Option<std::process::ExitStatus> {
+        for _ in 0..20 {
+            if let Some(s) = *self.0.lock().unwrap_or_else(|e| e.into_inner()) {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+/// Why the daemon's connection ended, for the TUI: `Ok` when the sweep finished (or was
+/// stopped) as it should, else what is known of the crash.
+fn why_ended(
+    saw_end: bool,
+    stopped_for: Option<String>,
+    started: Option<&Started>,
+    store: &Path,
+) -> Result<(), String> {
+    use std::os::unix::process::ExitStatusExt;
+    if saw_end && stopped_for.is_none() {
+        return Ok(());
+    }
+    let how = match started.and_then(Started::status) {
+        Some(st) => match (st.code(), st.signal()) {
+            (_, Some(sig)) => format!(" (killed by signal {sig})"),
+            (Some(code), _) => format!(" (exit status {code})"),
+            _ => String::new(),
+        },
+        None => String::new(),
+    };
+    let why = stopped_for.map(|w| format!(": {w}")).unwrap_or_default();
+    Err(format!(
+        "the sweep's daemon ended without finishing{how}{why} — its log: {}; `nightshift run PLAN --store {}` resumes the sweep",
+        store.join(super::LOG).display(),
+        store.display()
+    ))
+}
+
+/// `attach`, for a daemon this process may have started.
+pub fn attach_to(store: &Path, started: Option<Started>) -> i32 {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() {
         tracing::error!("the TUI needs a terminal (`nightshift status` prints one line)");
@@ -119,10 +205,10 @@ pub fn attach(store: &Path) -> i32 {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    rt.block_on(attach_async(store))
+    rt.block_on(attach_async(store, started))
 }
 
-async fn attach_async(store: &Path) -> i32 {
+async fn attach_async(store: &Path, started: Option<Started>) -> i32 {
     let stream = match tokio::net::UnixStream::connect(protocol::socket_path(store)).await {
         Ok(s) => s,
         Err(_) => {
@@ -194,18 +280,34 @@ async fn attach_async(store: &Path) -> i32 {
     let (in_tx, in_rx) = tokio::sync::mpsc::unbounded_channel();
     let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
+        // A daemon that finishes says so (its last events); one that stops on a failure
+        // says why; one that crashes says nothing.
+        let (mut saw_end, mut stopped_for) = (false, None);
         while let Ok(Some(l)) = lines.next_line().await {
             let m = match serde_json::from_str::<DaemonMsg>(&l) {
-                Ok(DaemonMsg::Event { env }) => Incoming::Event(env),
-                Ok(DaemonMsg::Resync { state, .. }) => Incoming::State(state),
+                Ok(DaemonMsg::Event { env }) => {
+                    match &env.event {
+                        crate::event::Event::SweepFinished { .. } => saw_end = true,
+                        crate::event::Event::Paused { reason } if env.seq == u64::MAX => {
+                            stopped_for = Some(reason.clone())
+                        }
+                        _ => {}
+                    }
+                    Incoming::Event(env)
+                }
+                Ok(DaemonMsg::Resync { state, .. }) => {
+                    saw_end |= state.finished;
+                    Incoming::State(state)
+                }
                 _ => continue,
             };
             if in_tx.send(m).is_err() {
                 break;
             }
         }
-        let _ = ended_tx.send(());
+        let _ = ended_tx.send((saw_end, stopped_for));
     });
+    let store_dir = store.to_path_buf();
     let (cmd_tx, mut cmd_rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Some(command) = cmd_rx.recv().await {
@@ -219,8 +321,12 @@ async fn attach_async(store: &Path) -> i32 {
         events: in_rx,
         commands: cmd_tx,
         ended: Box::pin(async move {
-            let _ = ended_rx.await;
-            Ok(())
+            let (saw_end, stopped_for) = ended_rx.await.unwrap_or((false, None));
+            tokio::task::spawn_blocking(move || {
+                why_ended(saw_end, stopped_for, started.as_ref(), &store_dir)
+            })
+            .await
+            .unwrap_or(Ok(()))
         }),
         owner: Owner::Attached,
         gpus: meta.gpus.max(1),

@@ -22,6 +22,8 @@ pub struct RunArgs {
     pub seed: u64,
     pub store: Option<PathBuf>,
     pub log_dir: Option<PathBuf>,
+    /// The free space (MiB) below which the sweep pauses (store and run logs).
+    pub min_free_mib: u64,
     /// `--retry-failed [CATEGORY]`: `Some(None)` for every category.
     pub retry_failed: Option<Option<String>>,
     pub rerun_changed: bool,
@@ -101,17 +103,37 @@ pub fn prepare_run(a: &RunArgs) -> Result<Prepared, i32> {
             return Err(2);
         }
     };
-    println!("store {}", dir.display());
-    for l in rep.lines() {
-        println!("{l}");
-    }
     let log_dir = a.log_dir.clone().unwrap_or_else(|| obs.logs_dir());
+    // The run logs' directory is tried now, not at the first run's first line at 3 a.m.
+    if let Err(e) = usable_dir(&log_dir) {
+        tracing::error!("run log directory {}: {e}", log_dir.display());
+        return Err(2);
+    }
+    crate::daemon::console::say(format_args!("store {}", dir.display()));
+    for l in rep.lines() {
+        crate::daemon::console::say(l);
+    }
     let obs = obs.log_dir(Some(log_dir.clone()));
     Ok(Prepared {
         obs,
         state,
         log_dir,
     })
+}
+
+/// A directory the night will write into: made if missing, and a file created and removed
+/// in it.
+fn usable_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    if !dir.is_dir() {
+        return Err(std::io::Error::other("not a directory"));
+    }
+    let probe = dir.join(format!(".nightshift-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
+    std::fs::remove_file(&probe)
 }
 
 /// The store for `results`/`show`: `--store`, else the only sweep under the data root.
@@ -170,12 +192,15 @@ pub fn find_dir(store: Option<PathBuf>) -> Result<PathBuf, i32> {
 /// a crash: to the last complete write. If that fails, say the store is in use.
 /// A read-only store is read the same way: sled cannot open files it may not write.
 fn open_snapshot(dir: &Path, why: &str, refused: StoreError) -> Result<Store, i32> {
-    for attempt in 0..3 {
-        let copy = std::env::temp_dir().join(format!(
-            "nightshift-snapshot-{}-{attempt}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&copy);
+    for _ in 0..3 {
+        // A fresh private directory each time: nothing planted in /tmp is written through.
+        let Ok(copy) = tempfile::Builder::new()
+            .prefix("nightshift-snapshot-")
+            .tempdir()
+            .map(|d| d.keep())
+        else {
+            continue;
+        };
         let opened = crate::store::copy_db(dir, &copy)
             .ok()
             .and_then(|_| Store::open(&copy, false).ok());

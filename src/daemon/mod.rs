@@ -17,6 +17,7 @@ pub mod bench;
 pub mod calibrate;
 pub mod client;
 pub mod commands;
+pub mod console;
 pub mod protocol;
 pub mod results;
 pub mod server;
@@ -70,10 +71,14 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         .enable_all()
         .build()
         .expect("tokio runtime");
+    // Everything the daemon creates (store, logs, digests, its socket) is its owner's alone:
+    // run logs hold prompts and paths, and the socket takes commands.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     tokio_rt.block_on(async move {
-        if let Err(e) = std::fs::create_dir_all(&dir) {
-            tracing::error!("store {}: {e}", dir.display());
-            return 2;
+        // Before anything slow: a terminal dropped during preflight must not end the night.
+        console::on_hangup(dir.join(LOG), !background);
+        if let Err(code) = own_store_dir(&dir) {
+            return code;
         }
         let (listener, took_over) = match server::bind(&dir) {
             Ok(l) => l,
@@ -105,7 +110,15 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             },
         );
         for f in &a.overrides.loaded {
-            println!("nightshift: operator overrides from {f}");
+            console::say(format_args!("nightshift: operator overrides from {f}"));
+        }
+        let disk = crate::disk::Watch {
+            dirs: vec![("store", dir.clone()), ("run log directory", log_dir.clone())],
+            floor: a.min_free_mib << 20,
+        };
+        let low_at_start = disk.low();
+        if let Some(why) = &low_at_start {
+            tracing::warn!("{why}");
         }
         let ov = a.overrides.clone();
         let mut engine = engine
@@ -115,7 +128,8 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             .with_image_budget(a.budget.clone())
             // A held unknown failure waits for a client at most as long as a held run
             // waits before it is alerted about.
-            .with_held_limit(Duration::from_millis(a.alerts.1.held_after_ms));
+            .with_held_limit(Duration::from_millis(a.alerts.1.held_after_ms))
+            .with_start_paused(low_at_start.clone());
         let shutdown = CancellationToken::new();
         let meta = protocol::Meta {
             pid: std::process::id(),
@@ -136,14 +150,13 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             Some(store.clone()),
         );
         engine.count_clients(hub.clients());
-        engine.observe(Box::new(crate::headless::Printer::new(
-            plan.clone(),
-            std::io::stdout(),
-        )));
         let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
         // Logs first: their files are closed (sizes final) before the store records them.
         let (logs, persist) = match (
-            crate::engine::offthread::logs(crate::engine::logs::LogWriter::new(log_dir, keys)),
+            crate::engine::offthread::logs(crate::engine::logs::LogWriter::new(
+                log_dir.clone(),
+                keys,
+            )),
             crate::engine::offthread::store(obs),
         ) {
             (Ok(l), Ok(s)) => (l, s),
@@ -152,11 +165,17 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
                 return 1;
             }
         };
+        // Durable first: an outcome is printed, sent to clients or alerted only once the
+        // store has it (an observer that fails stops the rest from seeing the event).
         engine.observe(logs);
         engine.observe(persist);
+        engine.observe(Box::new(crate::headless::Printer::new(
+            plan.clone(),
+            console::Console,
+        )));
         engine.observe(Box::new(server::HubObserver(hub.clone())));
         crate::cli::spawn_signal_handler(shutdown.clone());
-        ignore_hangups();
+        tokio::spawn(watch_disk(disk, hub.commands(), low_at_start.is_some(), shutdown.clone()));
         let serving = tokio::spawn(server::serve(listener, hub.clone()));
         let alerting = (!a.alerts.0.is_empty()).then(|| {
             tokio::spawn(alerts_task(
@@ -166,13 +185,36 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
                 took_over,
             ))
         });
-        println!(
+        console::say(format_args!(
             "nightshift: daemon pid {} serving {} on {}",
             std::process::id(),
             plan.name,
             protocol::socket_path(&dir).display()
-        );
+        ));
         let result = engine.run(shutdown.clone()).await;
+        if let Err(e) = &result {
+            // The store (or the log disk) failed: say so where the operator looks, with
+            // the space left, alert, and exit within seconds. Nothing is flushed on the way
+            // out: what the engine acted on is on disk already, and a flush into a full or
+            // vanished disk can block forever.
+            let why = format!(
+                "the sweep stopped: {e:#}; store {}: {}; run logs {}: {}. Free space, then `nightshift run` resumes the sweep",
+                dir.display(),
+                crate::disk::describe(&dir),
+                log_dir.display(),
+                crate::disk::describe(&log_dir),
+            );
+            tracing::error!("{why}");
+            hub.tell(crate::event::Event::Paused { reason: why });
+            shutdown.cancel();
+            let _ = tokio::time::timeout(Duration::from_secs(2), serving).await;
+            if let Some(t) = alerting {
+                let _ = tokio::time::timeout(Duration::from_secs(20), t).await;
+            }
+            let _ = std::fs::remove_file(protocol::socket_path(&dir));
+            let _ = std::io::Write::flush(&mut std::io::stderr());
+            std::process::exit(1);
+        }
         // The morning digest, next to the store, whatever way the sweep ended.
         let digest = tokio::task::spawn_blocking(move || {
             let s = store.lock().unwrap_or_else(|e| e.into_inner());
@@ -182,11 +224,11 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         })
         .await;
         match digest {
-            Ok(Ok((md, html))) => println!(
+            Ok(Ok((md, html))) => console::say(format_args!(
                 "nightshift: digest written to {} and {}",
                 md.display(),
                 html.display()
-            ),
+            )),
             Ok(Err(e)) => tracing::warn!("the digest could not be written: {e:#}"),
             Err(e) => tracing::warn!("the digest could not be written: {e}"),
         }
@@ -200,7 +242,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         let _ = std::fs::remove_file(protocol::socket_path(&dir));
         match result {
             Ok((summary, _)) => {
-                let _ = crate::headless::print_summary(&mut std::io::stdout(), &plan, &summary);
+                let _ = crate::headless::print_summary(&mut console::Console, &plan, &summary);
                 if summary.interrupted || summary.paused.is_some() || summary.counts.queued > 0 {
                     1
                 } else {
@@ -215,17 +257,73 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
     })
 }
 
-/// A dropped terminal or SSH session sends SIGHUP: the sweep goes on, and says so.
-fn ignore_hangups() {
-    tokio::spawn(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            return;
-        };
-        while hup.recv().await.is_some() {
-            tracing::info!("SIGHUP ignored: the sweep goes on (`nightshift attach` rejoins it)");
+/// The store directory, owner-only: created 0700, tightened to 0700 when it is ours, and
+/// refused when it belongs to another user (their sweep, their results).
+fn own_store_dir(dir: &Path) -> Result<(), i32> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    if let Err(e) = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
+        tracing::error!("store {}: {e}", dir.display());
+        return Err(2);
+    }
+    let meta = match std::fs::metadata(dir) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::error!("store {}: {e}", dir.display());
+            return Err(2);
         }
-    });
+    };
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        tracing::error!(
+            "store {} belongs to user {}, not to you (user {me}): a sweep runs on its owner's store; pass another --store",
+            dir.display(),
+            meta.uid()
+        );
+        return Err(2);
+    }
+    if meta.mode() & 0o077 != 0 {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    Ok(())
+}
+
+/// Every few seconds: is a directory the night writes to below its floor? Pause the sweep
+/// before sled or a log write fails (runs in flight finish; nothing new starts), and lift
+/// that pause once space is back.
+async fn watch_disk(
+    disk: crate::disk::Watch,
+    cmds: crate::engine::CommandSender,
+    mut low: bool,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let d = disk.clone();
+        let Ok(now) = tokio::task::spawn_blocking(move || d.low()).await else {
+            continue;
+        };
+        match (low, now) {
+            (false, Some(why)) => {
+                tracing::warn!("{why}");
+                low = true;
+                let _ = cmds.send(crate::event::Command::DiskSpace { low: Some(why) });
+            }
+            (true, None) => {
+                tracing::info!("disk space is back above the floor: the sweep resumes");
+                low = false;
+                let _ = cmds.send(crate::event::Command::DiskSpace { low: None });
+            }
+            _ => {}
+        }
+    }
 }
 
 /// `nightshift run PLAN` (with the TUI): start the store's daemon in the background unless
@@ -244,22 +342,22 @@ pub fn start_and_attach(a: &RunArgs, argv: Vec<OsString>) -> i32 {
         return client::attach(&dir);
     }
     match spawn_background(&dir, argv, a.store.is_none()) {
-        Ok(()) => client::attach(&dir),
+        Ok(child) => client::attach_to(&dir, Some(client::Started::watch(child))),
         Err(code) => code,
     }
 }
 
-fn spawn_background(dir: &Path, argv: Vec<OsString>, add_store: bool) -> Result<(), i32> {
+fn spawn_background(
+    dir: &Path,
+    argv: Vec<OsString>,
+    add_store: bool,
+) -> Result<std::process::Child, i32> {
     if let Err(e) = std::fs::create_dir_all(dir) {
         tracing::error!("store {}: {e}", dir.display());
         return Err(2);
     }
     let log_path = dir.join(LOG);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .and_then(|f| Ok((f.try_clone()?, f)));
+    let log = console::open_log(&log_path).and_then(|f| Ok((f.try_clone()?, f)));
     let (out, err) = match log {
         Ok(x) => x,
         Err(e) => {
@@ -296,7 +394,7 @@ fn spawn_background(dir: &Path, argv: Vec<OsString>, add_store: bool) -> Result<
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(60) {
         if client::alive(dir) {
-            return Ok(());
+            return Ok(child);
         }
         if let Ok(Some(status)) = child.try_wait() {
             let tail = std::fs::read_to_string(&log_path).unwrap_or_default();

@@ -7,12 +7,16 @@ use crate::engine::observer::Observer;
 use crate::engine::CommandSender;
 use crate::event::{Command, Envelope, Event};
 use crate::state::SweepState;
+use futures_util::StreamExt;
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::broadcast;
+use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 
 /// Events buffered per client before it counts as lagging (a second or two of a busy
@@ -68,6 +72,22 @@ impl Hub {
             store,
             clients: Arc::new(AtomicUsize::new(0)),
         })
+    }
+
+    /// Where clients' commands go (the engine); the daemon's own watches send there too.
+    pub fn commands(&self) -> CommandSender {
+        self.cmds.clone()
+    }
+
+    /// An event the engine can no longer send (it stopped on a failure): attached clients
+    /// and the alerts still hear why.
+    pub fn tell(self: &Arc<Self>, event: Event) {
+        let env = Envelope {
+            seq: u64::MAX,
+            at_ms: crate::event::now_ms(),
+            event,
+        };
+        let _ = HubObserver(Arc::clone(self)).on_event(&env);
     }
 
     /// The count of clients attached now, shared.
@@ -230,50 +250,176 @@ pub fn bind(store: &Path) -> Result<(UnixListener, bool), BindError> {
     let path = protocol::socket_path(store);
     let stale = path.exists();
     if stale {
-        if std::os::unix::net::UnixStream::connect(&path).is_ok() {
-            return Err(BindError::Live(path));
+        match std::os::unix::net::UnixStream::connect(&path) {
+            Ok(_) => return Err(BindError::Live(path)),
+            // Not ours to connect to is not dead: another user's daemon may be serving.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(BindError::Io {
+                    why: "it is not yours to connect to (permission denied): another user's sweep may be running there; it is left alone".into(),
+                    path,
+                })
+            }
+            Err(_) => {
+                let _ = std::fs::remove_file(&path);
+            }
         }
-        let _ = std::fs::remove_file(&path);
     }
     let io = |e: std::io::Error| BindError::Io {
         path: path.clone(),
         why: e.to_string(),
     };
     // Created owner-only from the start: no window in which others could connect.
-    let old = unsafe { libc::umask(0o177) };
+    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o177));
     let bound = UnixListener::bind(&path);
-    unsafe { libc::umask(old) };
+    rustix::process::umask(old);
     bound.map(|l| (l, stale)).map_err(io)
 }
 
-/// Serve clients until the shutdown token fires.
+/// A connection has this long to say hello; one that never speaks costs a file descriptor
+/// for no more than that.
+const HELLO_WITHIN: Duration = Duration::from_secs(10);
+/// Connections accepted but not yet past their hello. Beyond it the oldest is dropped to
+/// admit the newest: a flood of silent connections cannot lock `status` out.
+const MAX_PENDING: usize = 128;
+/// Clients past their hello at once (attached TUIs, queries); beyond it a clear refusal.
+const MAX_CLIENTS: usize = 128;
+/// The longest line a client may send (its messages are a few hundred bytes); a longer one
+/// ends the connection before it costs memory.
+const MAX_LINE: usize = 1 << 20;
+/// A client that does not take what it is sent within this is dropped (it reattaches and
+/// resyncs); its backlog is never buffered without bound.
+const WRITE_WITHIN: Duration = Duration::from_secs(30);
+
+/// Who waits to say hello, oldest first, each with the token that drops it.
+#[derive(Default)]
+struct Gate {
+    pending: Mutex<(u64, VecDeque<(u64, CancellationToken)>)>,
+    clients: AtomicUsize,
+}
+
+/// A connection's place in the gate while it has not said hello.
+struct Ticket {
+    id: u64,
+    drop_me: CancellationToken,
+    gate: Arc<Gate>,
+}
+
+impl Gate {
+    /// Admit a new connection, dropping the oldest silent one when the gate is full.
+    fn admit(self: &Arc<Self>) -> Ticket {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        while p.1.len() >= MAX_PENDING {
+            if let Some((_, t)) = p.1.pop_front() {
+                t.cancel();
+            }
+        }
+        p.0 += 1;
+        let id = p.0;
+        let drop_me = CancellationToken::new();
+        p.1.push_back((id, drop_me.clone()));
+        Ticket {
+            id,
+            drop_me,
+            gate: Arc::clone(self),
+        }
+    }
+
+    /// Out of descriptors: free one by dropping the oldest silent connection.
+    fn evict_oldest(&self) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, t)) = p.1.pop_front() {
+            t.cancel();
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut p = self.gate.pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.1.retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// Serve clients until the shutdown token fires. No client can end the daemon: each has
+/// its own task, bounded in time, lines and buffers.
 pub async fn serve(listener: UnixListener, hub: Arc<Hub>) {
+    let gate = Arc::new(Gate::default());
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    let ticket = gate.admit();
                     let hub = Arc::clone(&hub);
+                    let gate = Arc::clone(&gate);
                     tokio::spawn(async move {
-                        let _ = client(stream, hub).await;
+                        let _ = client(stream, hub, ticket, gate).await;
                     });
                 }
-                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+                Err(e) => {
+                    if e.raw_os_error() == Some(libc::EMFILE) || e.raw_os_error() == Some(libc::ENFILE) {
+                        gate.evict_oldest();
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
             },
             _ = hub.shutdown.cancelled() => break,
         }
     }
 }
 
+type Lines = FramedRead<tokio::net::unix::OwnedReadHalf, LinesCodec>;
+
 async fn send(w: &mut (impl AsyncWriteExt + Unpin), msg: &DaemonMsg) -> std::io::Result<()> {
-    w.write_all(protocol::line(msg).as_bytes()).await
+    within(w.write_all(protocol::line(msg).as_bytes())).await
 }
 
-async fn client(stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> {
+async fn flush(w: &mut (impl AsyncWriteExt + Unpin)) -> std::io::Result<()> {
+    within(w.flush()).await
+}
+
+/// A write the client must take within [`WRITE_WITHIN`].
+async fn within(f: impl std::future::Future<Output = std::io::Result<()>>) -> std::io::Result<()> {
+    tokio::time::timeout(WRITE_WITHIN, f)
+        .await
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+}
+
+/// Say why, briefly (a client that does not read does not hold us), and close.
+async fn refuse(w: &mut (impl AsyncWriteExt + Unpin), why: String) -> std::io::Result<()> {
+    let line = protocol::line(&DaemonMsg::Refused { why });
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        w.write_all(line.as_bytes()).await?;
+        w.flush().await
+    })
+    .await;
+    Ok(())
+}
+
+async fn client(
+    stream: UnixStream,
+    hub: Arc<Hub>,
+    ticket: Ticket,
+    gate: Arc<Gate>,
+) -> std::io::Result<()> {
     let (r, w) = stream.into_split();
     let mut w = tokio::io::BufWriter::new(w);
-    let mut lines = BufReader::new(r).lines();
-    let Some(first) = lines.next_line().await? else {
-        return Ok(());
+    let mut lines: Lines = FramedRead::new(r, LinesCodec::new_with_max_length(MAX_LINE));
+    let first = tokio::select! {
+        l = tokio::time::timeout(HELLO_WITHIN, lines.next()) => l,
+        _ = ticket.drop_me.cancelled() => {
+            let why = format!("too many connections waiting to say hello ({MAX_PENDING}); this was the oldest");
+            return refuse(&mut w, why).await;
+        }
+    };
+    drop(ticket);
+    let first = match first {
+        Err(_) => {
+            let why = format!("no hello within {} s", HELLO_WITHIN.as_secs());
+            return refuse(&mut w, why).await;
+        }
+        Ok(None) => return Ok(()),
+        Ok(Some(Err(e))) => return refuse(&mut w, format!("unreadable first line: {e}")).await,
+        Ok(Some(Ok(l))) => l,
     };
     let want = match serde_json::from_str::<ClientMsg>(&first) {
         Ok(ClientMsg::Hello { version, want }) if version == protocol::VERSION => want,
@@ -282,15 +428,16 @@ async fn client(stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> {
                 "protocol version {version} is not this daemon's ({}); use the same nightshift binary",
                 protocol::VERSION
             );
-            send(&mut w, &DaemonMsg::Refused { why }).await?;
-            return w.flush().await;
+            return refuse(&mut w, why).await;
         }
-        _ => {
-            let why = "the first message must be a hello".to_string();
-            send(&mut w, &DaemonMsg::Refused { why }).await?;
-            return w.flush().await;
-        }
+        _ => return refuse(&mut w, "the first message must be a hello".into()).await,
     };
+    if gate.clients.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
+        gate.clients.fetch_sub(1, Ordering::SeqCst);
+        let why = format!("{MAX_CLIENTS} clients are connected already; try again when one leaves");
+        return refuse(&mut w, why).await;
+    }
+    let _counted = Counted(&gate.clients);
     match want {
         Want::Status => {
             send(
@@ -300,12 +447,12 @@ async fn client(stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> {
                 },
             )
             .await?;
-            w.flush().await
+            flush(&mut w).await
         }
         Want::Stop { now } => {
             hub.stop(now);
             send(&mut w, &DaemonMsg::Stopping { now }).await?;
-            w.flush().await
+            flush(&mut w).await
         }
         Want::Attach => attached(&mut w, &mut lines, hub).await,
         q @ (Want::Results { .. }
@@ -313,14 +460,23 @@ async fn client(stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> {
         | Want::Digest { .. }
         | Want::Group { .. }) => {
             send(&mut w, &hub.query(q).await).await?;
-            w.flush().await
+            flush(&mut w).await
         }
+    }
+}
+
+/// One connection counted in the gate while it lives.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 async fn attached(
     w: &mut (impl AsyncWriteExt + Unpin),
-    lines: &mut tokio::io::Lines<BufReader<tokio::net::unix::OwnedReadHalf>>,
+    lines: &mut Lines,
     hub: Arc<Hub>,
 ) -> std::io::Result<()> {
     let (state, mut rx) = {
@@ -336,7 +492,7 @@ async fn attached(
         calibration: hub.calibration(),
     };
     send(w, &welcome).await?;
-    w.flush().await?;
+    flush(w).await?;
     loop {
         tokio::select! {
             ev = rx.recv() => match ev {
@@ -346,35 +502,38 @@ async fn attached(
                     while let Ok(env) = rx.try_recv() {
                         send(w, &DaemonMsg::Event { env: (*env).clone() }).await?;
                     }
-                    w.flush().await?;
+                    flush(w).await?;
                 }
                 Err(broadcast::error::RecvError::Lagged(dropped)) => {
                     let state = hub.state().clone();
                     send(w, &DaemonMsg::Resync { state, dropped }).await?;
-                    w.flush().await?;
+                    flush(w).await?;
                 }
-                Err(broadcast::error::RecvError::Closed) => return w.flush().await,
+                Err(broadcast::error::RecvError::Closed) => return flush(w).await,
             },
-            line = lines.next_line() => match line? {
-                Some(l) => {
+            line = lines.next() => match line {
+                Some(Ok(l)) => {
                     match serde_json::from_str(&l) {
                         // "Stop the sweep" from a client is the daemon's to carry out.
                         Ok(ClientMsg::Command { command: Command::Shutdown }) => hub.stop(true),
+                        // The disk watch's own command is not a client's to send.
+                        Ok(ClientMsg::Command { command: Command::DiskSpace { .. } }) => {}
                         Ok(ClientMsg::Command { command }) => {
                             let _ = hub.cmds.send(command);
                         }
                         _ => {}
                     }
                 }
-                None => return Ok(()),
+                // A line past the limit, or a read error: this client is done.
+                Some(Err(_)) | None => return Ok(()),
             },
             _ = hub.shutdown.cancelled() => {
                 // Let the last events out before the daemon goes.
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
                 while let Ok(env) = rx.try_recv() {
                     send(w, &DaemonMsg::Event { env: (*env).clone() }).await?;
                 }
-                return w.flush().await;
+                return flush(w).await;
             }
         }
     }

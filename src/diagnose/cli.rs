@@ -1,6 +1,6 @@
 //! `nightshift diagnose FILE... [--json]` (design.md §3).
 
-use super::{diagnose_text, text, Catalog, Diagnosis, RecipeBook};
+use super::{diagnose_reader, text, Catalog, Diagnosis, RecipeBook};
 use crate::policy::{Policy, PolicyConfig};
 use serde::Serialize;
 use std::io::Write;
@@ -31,15 +31,18 @@ pub fn main(files: &[PathBuf], json: bool, out: &mut dyn Write, err: &mut dyn Wr
         return 2;
     }
     for f in files {
-        let bytes = match std::fs::read(f) {
-            Ok(b) => b,
+        // Streamed: a log of any size is diagnosed in bounded memory.
+        let read = crate::cli::input::open_log(f)
+            .map_err(|e| e.reason())
+            .and_then(|mut r| diagnose_reader(&catalog, &mut r).map_err(|e| e.to_string()));
+        let d = match read {
+            Ok(d) => d,
             Err(e) => {
                 let _ = writeln!(err, "nightshift diagnose: {}: {e}", f.display());
                 status = 2;
                 continue;
             }
         };
-        let d = diagnose_text(&catalog, &bytes);
         let action = policy.default_action(d.category);
         let recipe = d
             .recipe
@@ -68,12 +71,10 @@ pub fn main(files: &[PathBuf], json: bool, out: &mut dyn Write, err: &mut dyn Wr
     status
 }
 
-/// A log line for the terminal: no ANSI, no control characters.
+/// A log line for the terminal: no ANSI colours, other controls shown escaped (as
+/// [`crate::sanitize::log_line`] shows every log line).
 fn printable(line: &str) -> String {
-    text::clean(line)
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
+    crate::sanitize::terminal(&text::clean(line)).into_owned()
 }
 
 fn human(

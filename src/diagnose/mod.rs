@@ -120,9 +120,72 @@ pub fn diagnose_text(catalog: &Catalog, text: &[u8]) -> Diagnosis {
     sc.conclude_file()
 }
 
+/// A line longer than this is cut here when a log is read as a stream: no signature needs
+/// more of a line, and a log of one endless line must not be held whole.
+const LONG_LINE: usize = 4 << 20;
+
+/// [`diagnose_text`] over a reader, a line at a time, so memory stays bounded whatever the
+/// log's size: the same lines (and line numbers) as splitting the whole text at `\n`.
+pub fn diagnose_reader(
+    catalog: &Catalog,
+    r: &mut dyn std::io::BufRead,
+) -> std::io::Result<Diagnosis> {
+    use std::io::{BufRead, Read};
+    let mut sc = Scanner::file_mode(Arc::new(catalog.clone()));
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut *r)
+            .take(LONG_LINE as u64)
+            .read_until(b'\n', &mut line)?;
+        let mut more = line.last() == Some(&b'\n');
+        if more {
+            line.pop();
+        } else if n == LONG_LINE {
+            // Cut: the rest of the line is skipped up to its newline, if it has one.
+            loop {
+                let buf = r.fill_buf()?;
+                if buf.is_empty() {
+                    break;
+                }
+                match buf.iter().position(|b| *b == b'\n') {
+                    Some(i) => {
+                        r.consume(i + 1);
+                        more = true;
+                        break;
+                    }
+                    None => {
+                        let len = buf.len();
+                        r.consume(len);
+                    }
+                }
+            }
+        }
+        sc.feed_guessed(&String::from_utf8_lossy(&line));
+        if !more {
+            return Ok(sc.conclude_file());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Streamed, a log is diagnosed as when held whole.
+    #[test]
+    fn a_streamed_log_is_diagnosed_as_the_whole_text() {
+        let c = Catalog::builtin();
+        for log in [
+            "",
+            "\n",
+            "x\nTraceback (most recent call last):\nValueError: 'aimv2' is already used by a Transformers config, pick another name.\n",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ] {
+            let streamed = diagnose_reader(&c, &mut std::io::BufReader::with_capacity(3, log.as_bytes())).unwrap();
+            assert_eq!(streamed, diagnose_text(&c, log.as_bytes()), "{log:?}");
+        }
+    }
 
     #[test]
     fn data_error_positions() {

@@ -6,6 +6,7 @@ pub mod html;
 
 use crate::model::RunState;
 use crate::report::{self, Report};
+use crate::sanitize::{log_line, md_cell, terminal};
 use crate::store::record::RunDoc;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -199,11 +200,6 @@ impl Digest {
     }
 }
 
-/// Markdown pipes and newlines would break a table row.
-fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace(['\n', '\r'], " ")
-}
-
 /// The primary metric's value of a variant in a commit row, for the 3-way table.
 pub fn primary_value(row: &report::CommitRow, variant: &str) -> Option<(String, f64)> {
     let c = row.cells.iter().find(|c| c.variant == variant)?;
@@ -266,11 +262,16 @@ pub fn flags_text(row: &report::CommitRow, label: &str) -> Vec<String> {
 /// One line for runs that failed alike: the run and its line, or for several the count,
 /// the line once, the group and a few of the runs.
 fn failed_runs_text(l: &FailedRuns) -> String {
-    let line = l.evidence.replace('`', "'");
+    let line = log_line(&l.evidence).replace('`', "'");
     if l.count == 1 {
-        return format!("`{}`: `{line}`", l.keys[0]);
+        return format!("`{}`: `{line}`", terminal(&l.keys[0]));
     }
-    let shown: Vec<String> = l.keys.iter().take(3).map(|k| format!("`{k}`")).collect();
+    let shown: Vec<String> = l
+        .keys
+        .iter()
+        .take(3)
+        .map(|k| format!("`{}`", terminal(k)))
+        .collect();
     let more = if l.count > 3 {
         format!(" and {} more", l.count - 3)
     } else {
@@ -279,7 +280,7 @@ fn failed_runs_text(l: &FailedRuns) -> String {
     let models = if l.models.is_empty() {
         String::new()
     } else {
-        format!("; models {}", l.models.join(", "))
+        format!("; models {}", terminal(&l.models.join(", ")))
     };
     format!(
         "**{} runs**: `{line}` (group `{}`{models}; {}{more})",
@@ -291,7 +292,7 @@ fn failed_runs_text(l: &FailedRuns) -> String {
 
 pub fn markdown(d: &Digest) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "# Morning digest: {}\n", d.sweep);
+    let _ = writeln!(o, "# Morning digest: {}\n", terminal(&d.sweep));
     let _ = writeln!(
         o,
         "{} runs: {}\n",
@@ -312,7 +313,13 @@ pub fn markdown(d: &Digest) -> String {
         let _ = writeln!(o, "Nothing is waiting.\n");
     }
     for w in &d.waiting {
-        let _ = writeln!(o, "- `{}` {}: {}", w.key, w.category, cell(&w.reason));
+        let _ = writeln!(
+            o,
+            "- `{}` {}: {}",
+            terminal(&w.key),
+            w.category,
+            md_cell(&w.reason)
+        );
     }
     if !d.waiting.is_empty() {
         o.push('\n');
@@ -323,17 +330,18 @@ pub fn markdown(d: &Digest) -> String {
         "## The 3-way table (primary metric, median of repeats; {})\n",
         crate::report::render::method_note(&d.report.summary)
     );
-    let _ = writeln!(o, "| commit | {} | human vs baseline |", vs.join(" | "));
+    let heads: Vec<String> = vs.iter().map(|v| md_cell(v)).collect();
+    let _ = writeln!(o, "| commit | {} | human vs baseline |", heads.join(" | "));
     let _ = writeln!(o, "|---|{}---|", "---|".repeat(vs.len()));
     for row in &d.report.rows {
-        let vals: Vec<String> = vs.iter().map(|v| cell(&value_text(row, v))).collect();
+        let vals: Vec<String> = vs.iter().map(|v| md_cell(&value_text(row, v))).collect();
         let _ = writeln!(
             o,
             "| `{}` {} | {} | {} |",
             &row.commit[..row.commit.len().min(8)],
-            cell(&row.title),
+            md_cell(&row.title),
             vals.join(" | "),
-            cell(
+            md_cell(
                 &[verdict_text(&d.report, row, "human vs baseline")]
                     .into_iter()
                     .chain(
@@ -362,7 +370,13 @@ pub fn markdown(d: &Digest) -> String {
     }
     let _ = writeln!(o, "\n## Fixes applied ({})\n", d.fixes.len());
     for f in &d.fixes {
-        let _ = writeln!(o, "- `{}` attempt {}: {}", f.key, f.attempt, f.fix);
+        let _ = writeln!(
+            o,
+            "- `{}` attempt {}: {}",
+            terminal(&f.key),
+            f.attempt,
+            terminal(&f.fix)
+        );
     }
     let _ = writeln!(o, "\n## GPU-hours by outcome\n");
     for (k, h) in &d.gpu_hours {

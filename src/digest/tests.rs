@@ -242,3 +242,53 @@ fn failures_alike_are_one_line_with_their_count() {
     let page = html::render(&d);
     assert!(page.contains("<b>4 runs</b>"), "{page}");
 }
+
+/// Plan text (a title, an agent id) and log text (a failure's line, a held run's reason,
+/// a fix) with control characters: the digest's Markdown and page show them escaped.
+#[test]
+fn plan_and_log_text_is_inert_in_the_digest() {
+    use crate::sanitize::{assert_inert, HOSTILE, HOSTILE_SHOWN};
+    let mut docs = night();
+    docs.push(doc(
+        "aaaa1111",
+        Variant::Agent(HOSTILE.into()),
+        RunState::Finished {
+            outcome: Outcome::Success,
+        },
+        Some(99.0),
+    ));
+    for d in &mut docs {
+        d.info.title = HOSTILE.into();
+        for a in &mut d.attempts {
+            if let Some(i) = a.info.as_mut() {
+                i.title = HOSTILE.into();
+            }
+            for f in &mut a.findings {
+                f.evidence = format!("boom {HOSTILE}");
+                f.reason = format!("why {HOSTILE}");
+            }
+            for f in &mut a.fixes {
+                *f = format!("fix {HOSTILE}");
+            }
+        }
+    }
+    let refs: Vec<&RunDoc> = docs.iter().collect();
+    let d = build(
+        HOSTILE,
+        &refs,
+        &crate::report::Options::with_threshold(2.0),
+        0,
+    );
+    let md = markdown(&d);
+    assert_inert(&md, HOSTILE_SHOWN);
+    // The failure's line, as a log line: its colour and screen sequences dropped, the rest
+    // shown escaped.
+    assert!(md.contains("boom \\x07evil"), "{md}");
+    // The 3-way table keeps one row per commit, each with the header's cells.
+    let cells = |l: &str| l.replace("\\|", "").matches('|').count();
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+    assert_eq!(rows.len(), 4, "{md}");
+    assert!(rows.iter().all(|l| cells(l) == cells(rows[0])), "{md}");
+    let page = html::render(&d);
+    assert_inert(&page, "\\x1b[2J\\x07evil\\x0d");
+}

@@ -62,6 +62,21 @@ impl Engine {
                     self.emit(Event::Resumed)?;
                 }
             }
+            Command::DiskSpace { low: Some(why) } => {
+                if self.state.paused.is_none() {
+                    self.emit(Event::Paused { reason: why })?;
+                }
+            }
+            Command::DiskSpace { low: None } => {
+                let ours = self
+                    .state
+                    .paused
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with(crate::disk::PREFIX));
+                if ours {
+                    self.emit(Event::Resumed)?;
+                }
+            }
             Command::Cancel { run } => {
                 if let Some(a) = self.active.get_mut(&run) {
                     a.cancel_requested = true;

@@ -112,6 +112,8 @@ pub struct Engine {
     /// How long an unknown failure the operator's policy holds may wait with no client
     /// attached before it fails and the night goes on (`--alert-held-min`).
     held_limit: Option<Duration>,
+    /// A pause the sweep starts in (the disk watch found a directory below its floor).
+    start_paused: Option<String>,
     /// Clients attached to the daemon (None: the operator's TUI runs in this process).
     clients: Option<Arc<std::sync::atomic::AtomicUsize>>,
     /// Held unknown failures: when their wait ends, for which attempt.
@@ -161,6 +163,7 @@ impl Engine {
             image_state: HashMap::new(),
             demand_dirty: true,
             held_limit: None,
+            start_paused: None,
             clients: None,
             held_until: HashMap::new(),
         };
@@ -192,6 +195,12 @@ impl Engine {
     /// at most `limit` while no client is attached ([`Engine::count_clients`]), then fails.
     pub fn with_held_limit(mut self, limit: Duration) -> Self {
         self.held_limit = Some(limit);
+        self
+    }
+
+    /// Start paused, for `why`, before any run is given GPUs.
+    pub fn with_start_paused(mut self, why: Option<String>) -> Self {
+        self.start_paused = why;
         self
     }
 
@@ -329,6 +338,11 @@ impl Engine {
         })?;
         self.rebuild_queue();
         self.prepare_runs()?;
+        if let Some(why) = self.start_paused.take() {
+            if self.state.paused.is_none() {
+                self.emit(Event::Paused { reason: why })?;
+            }
+        }
         let image_stop = CancellationToken::new();
         if self.runtime.prefetches() {
             let (demand_tx, demand_rx) = tokio::sync::watch::channel(self.demand());

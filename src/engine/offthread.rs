@@ -18,6 +18,11 @@ use std::thread::JoinHandle;
 /// Events queued ahead of the I/O thread before the engine waits.
 const QUEUE: usize = 1024;
 
+/// How long the engine waits for a barrier before it calls the disk hung: a flush that
+/// never returns (a dead NFS server, a wedged device) must end the sweep with a message,
+/// not hang the night without one.
+const BARRIER_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 enum Msg {
     Event(Envelope),
     Barrier(Envelope, SyncSender<Result<(), String>>),
@@ -28,6 +33,7 @@ pub struct OffThread {
     failed: Arc<Mutex<Option<String>>>,
     barrier: fn(&Event) -> bool,
     thread: Option<JoinHandle<()>>,
+    name: String,
 }
 
 /// A run's state changed, or the sweep ended: what the store flushes on and what closes
@@ -72,6 +78,7 @@ impl OffThread {
             failed,
             barrier,
             thread: Some(thread),
+            name: name.to_string(),
         })
     }
 
@@ -118,10 +125,22 @@ impl Observer for OffThread {
             let (reply, answer) = sync_channel(1);
             tx.send(Msg::Barrier(env.clone(), reply))
                 .map_err(|_| gone())?;
-            answer
-                .recv()
-                .map_err(|_| gone())?
-                .map_err(anyhow::Error::msg)
+            let r = match answer.recv_timeout(BARRIER_LIMIT) {
+                Ok(r) => r,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(format!(
+                    "the {} thread did not finish writing within {} s (a hung disk?)",
+                    self.name,
+                    BARRIER_LIMIT.as_secs()
+                )),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Err(gone()),
+            };
+            if let Err(why) = &r {
+                self.failed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert_with(|| why.clone());
+            }
+            r.map_err(anyhow::Error::msg)
         } else {
             tx.send(Msg::Event(env.clone())).map_err(|_| gone())
         }
@@ -129,11 +148,16 @@ impl Observer for OffThread {
 }
 
 impl Drop for OffThread {
-    /// Everything queued is written before the observer is gone.
+    /// Everything queued is written before the observer is gone; after a failure the
+    /// thread is left to itself (it may be stuck in a write that never returns, and the
+    /// daemon exits without it).
     fn drop(&mut self) {
         drop(self.tx.take());
+        let failed = self.failure().is_some();
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            if !failed {
+                let _ = t.join();
+            }
         }
     }
 }

@@ -3,9 +3,60 @@
 //! Exit status: 0 when every file held a result, 1 when some did not, 2 when some file
 //! could not be read (2 wins over 1).
 
-use super::{parse_bytes, ParseResult};
-use std::io::Write;
+use super::{from_json, ParseResult, StreamParser};
+use std::io::{Read, Write};
 use std::path::PathBuf;
+
+/// A JSON result file is held whole to be parsed as JSON up to this size; beyond it, it
+/// is read as printed text only (result files are kilobytes; a log that starts with `{`
+/// must not be held whole).
+const JSON_CAP: usize = 256 << 20;
+
+/// [`super::parse_bytes`] over a reader, chunk by chunk: printed text goes through the
+/// streaming parser as it is read (it skips over-long lines rather than holding them), so
+/// memory stays bounded at any size; only what may be a JSON result file is kept whole.
+pub fn parse_reader(r: &mut dyn Read) -> std::io::Result<ParseResult> {
+    let mut text = StreamParser::new();
+    // None: only whitespace so far; Some(json): the input from its first other byte, while
+    // it may still be JSON.
+    let mut json: Option<Vec<u8>> = None;
+    let mut decided_text = false;
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let n = match r.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let piece = &chunk[..n];
+        text.feed(piece);
+        if decided_text {
+            continue;
+        }
+        match &mut json {
+            Some(j) if j.len() + n > JSON_CAP => {
+                json = None;
+                decided_text = true;
+            }
+            Some(j) => j.extend_from_slice(piece),
+            None => {
+                if let Some(at) = piece.iter().position(|b| !b.is_ascii_whitespace()) {
+                    // `{`, `[`, or a byte-order mark before them.
+                    if matches!(piece[at], b'{' | b'[' | 0xef) {
+                        json = Some(piece[at..].to_vec());
+                    } else {
+                        decided_text = true;
+                    }
+                }
+            }
+        }
+    }
+    if let Some(r) = json.as_deref().and_then(from_json) {
+        return Ok(r);
+    }
+    Ok(text.finish())
+}
 
 /// Formats a metric value: integral values as integers, others in shortest float form.
 fn number(v: f64) -> String {
@@ -69,15 +120,17 @@ pub fn main(files: &[PathBuf], json: bool, out: &mut dyn Write, err: &mut dyn Wr
     let mut code = 0;
     for (i, path) in files.iter().enumerate() {
         let name = path.display().to_string();
-        let bytes = match std::fs::read(path) {
-            Ok(b) => b,
+        let read = crate::cli::input::open_log(path)
+            .map_err(|e| e.reason())
+            .and_then(|mut f| parse_reader(&mut f).map_err(|e| e.to_string()));
+        let r = match read {
+            Ok(r) => r,
             Err(e) => {
                 let _ = writeln!(err, "nightshift parse: {name}: {e}");
                 code = 2;
                 continue;
             }
         };
-        let r = parse_bytes(&bytes);
         if !r.has_result() && code == 0 {
             code = 1;
         }
@@ -100,6 +153,29 @@ pub fn main(files: &[PathBuf], json: bool, out: &mut dyn Write, err: &mut dyn Wr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Read in chunks, the result is the whole input's, JSON or text, whatever the chunk
+    /// boundaries.
+    #[test]
+    fn reading_in_chunks_gives_the_whole_inputs_result() {
+        struct Trickle<'a>(&'a [u8], usize);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.1.min(self.0.len()).min(buf.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let text = b"\n  Avg latency: 1.5 seconds\n99% percentile latency: 2 seconds\n".to_vec();
+        let json = br#"  {"avg_latency": 1.5, "percentiles": {"99": 2.0}}"#.to_vec();
+        for input in [text, json, b"".to_vec(), b"   \n".to_vec()] {
+            for step in [1, 3, 7, 1 << 20] {
+                let r = parse_reader(&mut Trickle(&input, step)).unwrap();
+                assert_eq!(r, super::super::parse_bytes(&input), "step {step}");
+            }
+        }
+    }
 
     #[test]
     fn exit_codes_and_json() {

@@ -565,19 +565,23 @@ fn context_key(key: &str) -> Option<&'static str> {
 /// Parses a whole output: a JSON result file (single object, JSON Lines, or PyTorch
 /// benchmark records) or any text a benchmark or server printed.
 pub fn parse_bytes(input: &[u8]) -> ParseResult {
-    if let Some(mut blocks) = json::parse(input) {
-        let last = blocks
-            .pop()
-            .expect("json::parse returns at least one block");
-        return ParseResult {
-            kind: last.kind,
-            vllm_version: None,
-            metrics: last.metrics,
-            truncated: false,
-            history: blocks.into_iter().map(|b| b.metrics).collect(),
-        };
+    if let Some(r) = from_json(input) {
+        return r;
     }
     let mut p = StreamParser::new();
     p.feed(input);
     p.finish()
+}
+
+/// The result of a JSON result file, if `input` is one.
+pub(crate) fn from_json(input: &[u8]) -> Option<ParseResult> {
+    let mut blocks = json::parse(input)?;
+    let last = blocks.pop()?;
+    Some(ParseResult {
+        kind: last.kind,
+        vllm_version: None,
+        metrics: last.metrics,
+        truncated: false,
+        history: blocks.into_iter().map(|b| b.metrics).collect(),
+    })
 }

@@ -102,16 +102,23 @@ impl Builder {
                 "repeats must be at least 1".into(),
             );
         }
+        self.check_default_limits(d, src);
         Defaults {
             gpu_type: d.gpu_type.clone().unwrap_or_else(|| "H100".into()),
-            gpu_count: d.gpu_count.unwrap_or(1).max(1),
+            // Clamped: the errors above refuse the plan, but the runs are still expanded
+            // (for their own errors) and must not be sized by a refused value.
+            gpu_count: d.gpu_count.unwrap_or(1).clamp(1, limits::MAX_GPUS),
             hf_cache: d.hf_cache.clone(),
             shm_size: d.shm_size.clone(),
             ipc: d.ipc.clone(),
             server_start_timeout_s: d.server_start_timeout_s.unwrap_or(900),
             run_timeout_s: d.run_timeout_s.unwrap_or(3600),
             timeout_s_by_gpus: by_gpus,
-            repeats: d.repeats.unwrap_or(1).max(1),
+            repeats: d.repeats.unwrap_or(1).clamp(1, limits::MAX_REPEATS),
+            repeats_loc: d
+                .repeats
+                .as_ref()
+                .and_then(|_| src.field_loc(&whole, "repeats")),
             warmup: d.warmup.unwrap_or_default(),
             warmup_requests: d.warmup_requests.unwrap_or(0),
             variants_explicit: d.variants.is_some(),

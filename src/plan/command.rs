@@ -212,6 +212,13 @@ impl CommandView {
                 ));
             }
         }
+        // Bounded before TP × PP is multiplied (or GPUs are counted) anywhere.
+        let max = super::limits::MAX_GPUS;
+        if tp.saturating_mul(pp) > max {
+            return Err(format!(
+                "tensor parallel {tp} × pipeline parallel {pp} needs more GPUs than one run can take (at most {max})"
+            ));
+        }
         Ok(CommandView {
             env,
             launcher,

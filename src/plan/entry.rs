@@ -94,6 +94,18 @@ impl Builder {
             }
         }
         if let Some(sim) = &rc.sim {
+            if sim.log_kb > limits::MAX_SIM_LOG_KB {
+                self.error(
+                    fl.loc("log_kb"),
+                    Some(&commit),
+                    "sim",
+                    format!(
+                        "sim.log_kb = {} is more than {} (16 GiB per run)",
+                        sim.log_kb,
+                        limits::MAX_SIM_LOG_KB
+                    ),
+                );
+            }
             if let Some(f) = &sim.fail {
                 if f.parse::<crate::category::Category>().is_err() {
                     self.error(

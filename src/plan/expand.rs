@@ -103,9 +103,45 @@ impl Builder {
                     );
                     1
                 }
+                Some(n) if n > limits::MAX_REPEATS => {
+                    self.error(
+                        fl.and_then(|f| f.loc("repeats")),
+                        Some(&c.commit),
+                        "repeats",
+                        format!(
+                            "repeats = {n} is too many (at most {} per commit)",
+                            limits::MAX_REPEATS
+                        ),
+                    );
+                    1
+                }
                 Some(n) => n,
                 None => defaults.repeats,
             };
+            // The total is checked before this commit's runs are made: the error points at
+            // what to lower (the commit's repeats, the plan's, or this commit).
+            let these = variants.len() * repeats as usize;
+            if runs.len() + these > limits::MAX_RUNS {
+                let own = rc.and_then(|r| r.repeats).is_some();
+                let loc = if own {
+                    fl.and_then(|f| f.loc("repeats"))
+                } else if defaults.repeats > 1 && defaults.repeats_loc.is_some() {
+                    defaults.repeats_loc.clone()
+                } else {
+                    c.loc.clone()
+                };
+                self.error(
+                    loc,
+                    Some(&c.commit),
+                    "runs",
+                    format!(
+                        "the plan makes more than {} runs (commits × variants × repeats); this commit's {these} would bring it to {} (lower repeats or split the plan)",
+                        limits::MAX_RUNS,
+                        runs.len() + these
+                    ),
+                );
+                break;
+            }
             for (order, (v, repeat)) in schedule(&c.commit, &variants, repeats)
                 .into_iter()
                 .enumerate()

@@ -36,9 +36,10 @@ impl GpuConfig {
                 "GPU type `{ty}` is not a GPU name (expected TYPE[:COUNT], e.g. H100 or H100:4)"
             ));
         }
-        if count == 0 || count > 64 {
+        if count == 0 || count > super::limits::MAX_GPUS {
             return Err(format!(
-                "GPU count {count} is out of range (expected 1..=64)"
+                "GPU count {count} is out of range (expected 1..={})",
+                super::limits::MAX_GPUS
             ));
         }
         Ok(GpuConfig {

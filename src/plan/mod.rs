@@ -10,7 +10,9 @@ mod entry;
 mod expand;
 pub mod gpu;
 pub mod import;
+pub mod limits;
 mod raw;
+pub mod read;
 pub mod report;
 mod resolve;
 mod schedule;
@@ -104,6 +106,9 @@ pub struct Defaults {
     pub run_timeout_s: u64,
     pub timeout_s_by_gpus: BTreeMap<u32, u64>,
     pub repeats: u32,
+    /// Where `repeats` is written (for errors about the runs it makes).
+    #[serde(skip)]
+    pub repeats_loc: Option<Loc>,
     pub warmup: Warmup,
     /// Requests sent to the server before each serving benchmark measures: the client's
     /// `--num-warmups` where it has one, else sent by the runtime (a recorded rewrite,
@@ -231,10 +236,7 @@ pub struct BoxDefaults {
 
 impl Plan {
     pub fn load(path: &Path) -> Result<Plan, LoadError> {
-        let text = std::fs::read_to_string(path).map_err(|error| LoadError::Io {
-            path: path.to_path_buf(),
-            error,
-        })?;
+        let text = read::plan_text(path)?;
         let base = path.parent().unwrap_or(Path::new("."));
         Plan::from_str_at(&path.display().to_string(), text, base, path)
     }
@@ -242,10 +244,7 @@ impl Plan {
     /// As [`Plan::load`], with the box's settings (from the config file) under the plan's
     /// own: a plan names its datasets and clone only where they differ from the box's.
     pub fn load_with(path: &Path, box_defaults: &BoxDefaults) -> Result<Plan, LoadError> {
-        let text = std::fs::read_to_string(path).map_err(|error| LoadError::Io {
-            path: path.to_path_buf(),
-            error,
-        })?;
+        let text = read::plan_text(path)?;
         let base = path.parent().unwrap_or(Path::new("."));
         Plan::parse(&path.display().to_string(), text, base, path, box_defaults)
     }
@@ -280,7 +279,8 @@ impl Plan {
     ) -> Result<Plan, LoadError> {
         let src = SourceFile::new(name, text);
         let raw: RawPlan = toml::from_str(&src.text).map_err(|e| {
-            let loc = e.span().map(|s| src.loc(s.start));
+            // Some errors have no span (the parser's recursion limit): the file, at least.
+            let loc = Some(e.span().map_or_else(|| src.loc(0), |s| src.loc(s.start)));
             LoadError::Invalid(vec![Diag {
                 loc,
                 commit: None,
@@ -329,7 +329,8 @@ impl Plan {
             .agents
             .iter()
             .map(|a| {
-                let span = a.span();
+                // As for commits: the span may cover only the `[[agents]]` header.
+                let span = table_extent(&src.text, a.span());
                 let a = a.get_ref();
                 if let Some(p) = &a.patch {
                     if let Err(e) = template::check(p) {
@@ -380,7 +381,13 @@ impl Plan {
         if let Some(cf) = &raw.commits_file {
             let rel = cf.get_ref();
             let p = base.join(rel);
-            match std::fs::read_to_string(&p) {
+            let read = read::read_capped(&p, read::PLAN_CAP, "a commits file")
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| {
+                    read::utf8(&p.display().to_string(), bytes)
+                        .map_err(|(loc, m)| format!("{loc}: {m}"))
+                });
+            match read {
                 Ok(text) => {
                     hasher.update(text.as_bytes());
                     let jsrc = std::rc::Rc::new(SourceFile::new(p.display().to_string(), text));
@@ -413,11 +420,12 @@ impl Plan {
                     Some(commit_src.loc(cf.span().start)),
                     None,
                     "commits_file",
-                    format!("cannot read commits_file {}: {e}", p.display()),
+                    format!("cannot read commits_file: {e}"),
                 ),
             }
         }
 
+        b.check_commit_count(&mut raw_commits);
         let clone = defaults
             .vllm_src
             .as_deref()
@@ -566,3 +574,6 @@ fn is_variant_selector(v: &str) -> bool {
     matches!(v, "baseline" | "human" | "agent")
         || v.strip_prefix("agent:").is_some_and(|id| !id.is_empty())
 }
+
+#[cfg(test)]
+mod tests;

@@ -107,33 +107,7 @@ pub fn check_fits(
 /// nearest existing ancestor: the cache directory may not exist yet). `None` when it
 /// cannot be measured.
 pub fn free_disk_bytes(path: &Path) -> Option<u64> {
-    let mut p = path;
-    while !p.exists() {
-        p = p.parent()?;
-    }
-    statvfs_available(p)
-}
-
-#[cfg(unix)]
-#[allow(clippy::unnecessary_cast)] // statvfs field types differ between platforms
-fn statvfs_available(path: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: `c` is a valid NUL-terminated path and `st` is written by statvfs before it
-    // is read (only on success).
-    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: statvfs returned 0, so it filled the struct.
-    let st = unsafe { st.assume_init() };
-    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
-}
-
-#[cfg(not(unix))]
-fn statvfs_available(_path: &Path) -> Option<u64> {
-    None
+    crate::disk::free_bytes(path)
 }
 
 #[cfg(test)]

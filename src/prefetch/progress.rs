@@ -42,20 +42,7 @@ impl std::fmt::Display for Progress {
     }
 }
 
-/// `1.5 GiB`, `640.0 MiB`, `12 B`.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
-}
+pub use crate::disk::human_bytes;
 
 /// Bytes per second since `start`.
 pub(crate) fn rate(bytes: u64, start: Instant) -> u64 {

@@ -1,6 +1,7 @@
 //! The preflight for people: a line per commit and its reasons, then the summary.
 
 use super::{Report, Severity, Verdict};
+use crate::sanitize::terminal;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -38,7 +39,8 @@ pub fn table(r: &Report, all: bool) -> String {
         if c.verdict == Verdict::Ready && !all {
             continue;
         }
-        let model = c.model.as_deref().unwrap_or("-");
+        // Plan text (the model, titles, paths, git's words): controls shown escaped.
+        let model = terminal(c.model.as_deref().unwrap_or("-"));
         let model = if model.chars().count() > 36 {
             format!("{}…", model.chars().take(35).collect::<String>())
         } else {
@@ -57,10 +59,11 @@ pub fn table(r: &Report, all: bool) -> String {
             } else {
                 "!"
             };
-            let text = sanitize_line(&format!(
+            let text = terminal(&format!(
                 "{mark} {}: {} — {}",
                 x.variant, x.category, x.text
-            ));
+            ))
+            .into_owned();
             if first {
                 let _ = writeln!(
                     out,
@@ -89,23 +92,16 @@ pub fn table(r: &Report, all: bool) -> String {
     if !unchecked.is_empty() {
         let _ = writeln!(out, "\nnot checked (commits):");
         for (k, n) in &unchecked {
-            let _ = writeln!(out, "  {n:>4}  {}", sanitize_line(k));
+            let _ = writeln!(out, "  {n:>4}  {}", terminal(k));
         }
     }
     if !r.summary.not_reached.is_empty() {
         let _ = writeln!(out, "\nnot reached:");
         for n in &r.summary.not_reached {
-            let _ = writeln!(out, "  {}", sanitize_line(n));
+            let _ = writeln!(out, "  {}", terminal(n));
         }
     }
     let _ = writeln!(out, "\n{}", summary_line(r));
     let _ = writeln!(out, "took {:.1} s", r.summary.wall_ms as f64 / 1000.0);
     out
-}
-
-/// Plan text (titles, paths, git's words) for the terminal: no control characters.
-fn sanitize_line(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
 }

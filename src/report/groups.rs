@@ -7,6 +7,7 @@
 use crate::event::Finding;
 use crate::failure_kind::{self, FailureKind};
 use crate::model::{Outcome, RunState};
+use crate::sanitize::{log_line, md_cell, terminal};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
@@ -181,15 +182,15 @@ pub fn short_line(line: &str) -> &str {
     }
 }
 
+/// Up to `most` of a set of plan or log words (models, versions), controls escaped.
 fn list(s: &BTreeSet<String>, most: usize) -> String {
     if s.is_empty() {
         return "-".into();
     }
-    let mut v: Vec<&str> = s.iter().take(most).map(|x| x.as_str()).collect();
+    let mut v: Vec<String> = s.iter().take(most).map(|x| terminal(x).into()).collect();
     let more = s.len().saturating_sub(most);
-    let extra = format!("+{more}");
     if more > 0 {
-        v.push(&extra);
+        v.push(format!("+{more}"));
     }
     v.join(", ")
 }
@@ -234,7 +235,7 @@ pub fn render_table(groups: &[FailureGroup]) -> String {
             "  {}  {:<16} {}",
             g.id,
             counted(g),
-            shorten(short_line(&g.first_line), 160)
+            log_line(&shorten(short_line(&g.first_line), 160))
         );
         let _ = writeln!(
             o,
@@ -253,7 +254,7 @@ pub fn render_md(groups: &[FailureGroup]) -> String {
     if groups.is_empty() {
         return String::new();
     }
-    let cell = |s: &str| s.replace('|', "\\|").replace('`', "'");
+    let cell = |s: &str| md_cell(&log_line(s)).replace('`', "'");
     let mut o = String::from("\n## Failure groups\n\n");
     let _ = writeln!(o, "Unknown failures, one row per kind ({DECIDE_HINT}).\n");
     o.push_str("| group | runs | first line | models | vLLM |\n|---|---|---|---|---|\n");
@@ -275,8 +276,8 @@ pub fn render_md(groups: &[FailureGroup]) -> String {
 pub fn render_detail(g: &FailureGroup, members: &[Member<'_>]) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "failure group {} — {}", g.id, counted(g));
-    let _ = writeln!(o, "  kind        {}", g.text);
-    let _ = writeln!(o, "  first line  {}", g.first_line);
+    let _ = writeln!(o, "  kind        {}", log_line(&g.text));
+    let _ = writeln!(o, "  first line  {}", log_line(&g.first_line));
     let _ = writeln!(o, "  categories  {}", list(&g.categories, 10));
     let _ = writeln!(o, "  models      {}", list(&g.models, 20));
     let _ = writeln!(o, "  vLLM        {}", list(&g.versions, 20));
@@ -289,10 +290,10 @@ pub fn render_detail(g: &FailureGroup, members: &[Member<'_>]) -> String {
         let _ = writeln!(
             o,
             "    {:<40} {:<24} attempt {}  {}",
-            m.key,
+            terminal(m.key),
             m.state.label(),
             m.attempt,
-            shorten(line, 120)
+            log_line(&shorten(line, 120))
         );
     }
     let _ = writeln!(
@@ -309,7 +310,7 @@ pub fn show_line(g: &FailureGroup) -> String {
         "failure group {} ({} in the group): {}",
         g.id,
         counted(g),
-        g.text
+        log_line(&g.text)
     )
 }
 
@@ -444,5 +445,45 @@ mod tests {
         }];
         let g = group(members.iter().copied().chain(stored));
         assert_eq!(g[0].count, 3);
+    }
+
+    /// A group's line (from a log), its models, versions and runs' keys (from the plan),
+    /// hostile: the table, the Markdown, `--group`'s detail and `show`'s line show them
+    /// escaped, the Markdown row stays one row.
+    #[test]
+    fn plan_and_log_text_is_inert() {
+        use crate::sanitize::{assert_inert, HOSTILE, HOSTILE_SHOWN};
+        let failed = RunState::Finished {
+            outcome: Outcome::Failed {
+                category: Category::Other,
+            },
+        };
+        let f = finding(Category::Other, &format!("KeyError: {HOSTILE}"), 0.3);
+        let key = format!("c/{HOSTILE}");
+        let m = [Member {
+            key: &key,
+            model: Some(HOSTILE),
+            vllm_version: Some(HOSTILE),
+            state: &failed,
+            finding: Some(&f),
+            attempt: 1,
+        }];
+        let gs = group(m.iter().copied());
+        assert_eq!(gs.len(), 1);
+        let all = [
+            render_table(&gs),
+            render_md(&gs),
+            render_detail(&gs[0], &m),
+            show_line(&gs[0]),
+        ];
+        for out in &all {
+            assert_inert(out, "KeyError: \\x07evil");
+        }
+        assert_inert(&all[0], HOSTILE_SHOWN);
+        assert_inert(&all[2], HOSTILE_SHOWN);
+        let rows: Vec<&str> = all[1].lines().filter(|l| l.starts_with('|')).collect();
+        let cells = |l: &str| l.replace("\\|", "").matches('|').count();
+        assert_eq!(rows.len(), 3, "{}", all[1]);
+        assert!(rows.iter().all(|l| cells(l) == 6), "{}", all[1]);
     }
 }

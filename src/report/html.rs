@@ -9,8 +9,12 @@ use super::Report;
 use crate::metric;
 use std::fmt::Write;
 
-/// Escape text for HTML element content and attribute values.
+/// Escape text for HTML element content and attribute values: `&<>"'` as entities, and
+/// control characters (plan titles, log lines) shown escaped as [`crate::sanitize::text`]
+/// shows them (a page read in a terminal or pasted into one must not act on them; line
+/// breaks stay, in HTML they are white space).
 pub fn esc(s: &str) -> String {
+    let s = crate::sanitize::text(s);
     let mut o = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {

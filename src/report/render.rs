@@ -1,9 +1,12 @@
 //! The report as text: the terminal table, Markdown, CSV, one JSON document, and JSON
 //! Lines (one results record per attempt). Every Δ is worded with its direction and every
-//! verdict says how it was reached.
+//! verdict says how it was reached. Plan text (titles, variant names, commands in flags)
+//! is shown with its control characters escaped ([`crate::sanitize`]): as `\x1b` in the
+//! table, the Markdown and CSV, as JSON's own `\u001b` in JSON (the same values).
 
 use super::{Cell, CommitRow, Comparison, Outcomes, Report, Summary};
 use crate::metric;
+use crate::sanitize::{md_cell, terminal};
 use crate::stats::{Method, Verdict};
 use crate::store::record::{ResultRecord, RunDoc};
 use std::fmt::Write;
@@ -131,7 +134,7 @@ pub fn render_table(r: &Report) -> String {
 /// One commit's lines of the table; of the summary only the judge (threshold, α) is read.
 pub(super) fn table_row(row: &CommitRow, summary: &Summary) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "{} {}", short(&row.commit), row.title);
+    let _ = writeln!(o, "{} {}", short(&row.commit), terminal(&row.title));
     let ms = row_metrics(row);
     let _ = write!(o, "  {:<34}", "variant");
     for (_, l) in &ms {
@@ -139,7 +142,7 @@ pub(super) fn table_row(row: &CommitRow, summary: &Summary) -> String {
     }
     let _ = writeln!(o, "  status");
     for c in &row.cells {
-        let _ = write!(o, "  {:<34}", c.variant);
+        let _ = write!(o, "  {:<34}", terminal(&c.variant));
         for (k, _) in &ms {
             let v = c.metrics.get(*k).map(|v| num(*v));
             let _ = write!(o, " {:>16}", v.as_deref().unwrap_or("-"));
@@ -147,13 +150,13 @@ pub(super) fn table_row(row: &CommitRow, summary: &Summary) -> String {
         let _ = writeln!(o, "  {}", status_text(c));
     }
     for cmp in &row.comparisons {
-        let _ = write!(o, "  {:<34}", cmp.label);
+        let _ = write!(o, "  {:<34}", terminal(&cmp.label));
         for (k, _) in &ms {
             let _ = write!(o, " {:>16}", delta_cell(cmp, k).as_deref().unwrap_or("-"));
         }
-        let _ = writeln!(o, "  {}", verdict_text(cmp, summary));
+        let _ = writeln!(o, "  {}", terminal(&verdict_text(cmp, summary)));
         for f in extra_flags(cmp) {
-            let _ = writeln!(o, "    ⚑ {f}");
+            let _ = writeln!(o, "    ⚑ {}", terminal(f));
         }
     }
     let _ = writeln!(o);
@@ -180,7 +183,14 @@ pub fn method_note(s: &Summary) -> String {
     let bands: Vec<String> = s
         .bands
         .iter()
-        .map(|(k, b)| format!("{k} ±{:.1}% ({})", b.cv_pct(), b.source))
+        .map(|(k, b)| {
+            format!(
+                "{} ±{:.1}% ({})",
+                terminal(k),
+                b.cv_pct(),
+                terminal(&b.source)
+            )
+        })
         .collect();
     if !bands.is_empty() {
         let _ = write!(o, "; noise bands: {}", bands.join(", "));
@@ -228,10 +238,10 @@ pub fn render_summary(s: &Summary, md: bool) -> String {
         outcomes(&s.human_vs_baseline)
     );
     for (a, w) in &s.agent_vs_baseline {
-        let _ = writeln!(o, "{b}agent {a} vs baseline: {}", outcomes(w));
+        let _ = writeln!(o, "{b}agent {} vs baseline: {}", terminal(a), outcomes(w));
     }
     for (a, w) in &s.agent_vs_human {
-        let _ = writeln!(o, "{b}agent {a} vs human: {}", outcomes(w));
+        let _ = writeln!(o, "{b}agent {} vs human: {}", terminal(a), outcomes(w));
     }
     if s.flagged > 0 {
         let _ = writeln!(o, "{b}comparisons flagged as not comparable: {}", s.flagged);
@@ -241,7 +251,7 @@ pub fn render_summary(s: &Summary, md: bool) -> String {
         let mut f: Vec<_> = s.failures_by_category.iter().collect();
         f.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         for (c, n) in f {
-            let _ = writeln!(o, "{}  {c}: {n}", if md { "" } else { "  " });
+            let _ = writeln!(o, "{}  {}: {n}", if md { "" } else { "  " }, terminal(c));
         }
     }
     o
@@ -261,12 +271,7 @@ pub(super) const MD_HEAD: &str = "# Results\n\n";
 /// One commit's section of the Markdown; of the summary only the judge is read.
 pub(super) fn md_row(row: &CommitRow, summary: &Summary) -> String {
     let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "### `{}` {}\n",
-        short(&row.commit),
-        row.title.replace('|', "\\|")
-    );
+    let _ = writeln!(o, "### `{}` {}\n", short(&row.commit), md_cell(&row.title));
     let ms = row_metrics(row);
     o.push_str("| variant |");
     for (_, l) in &ms {
@@ -278,7 +283,7 @@ pub(super) fn md_row(row: &CommitRow, summary: &Summary) -> String {
     }
     o.push_str("---|\n");
     for c in &row.cells {
-        let _ = write!(o, "| {} |", c.variant);
+        let _ = write!(o, "| {} |", md_cell(&c.variant));
         for (k, _) in &ms {
             let v = c.stats.get(*k).map(|s| {
                 if s.n > 1 {
@@ -289,10 +294,10 @@ pub(super) fn md_row(row: &CommitRow, summary: &Summary) -> String {
             });
             let _ = write!(o, " {} |", v.as_deref().unwrap_or("–"));
         }
-        let _ = writeln!(o, " {} |", status_text(c).replace('|', "\\|"));
+        let _ = writeln!(o, " {} |", md_cell(&status_text(c)));
     }
     for cmp in &row.comparisons {
-        let _ = write!(o, "| *{}* |", cmp.label);
+        let _ = write!(o, "| *{}* |", md_cell(&cmp.label));
         for (k, _) in &ms {
             let _ = write!(o, " {} |", delta_cell(cmp, k).as_deref().unwrap_or("–"));
         }
@@ -300,7 +305,7 @@ pub(super) fn md_row(row: &CommitRow, summary: &Summary) -> String {
         for f in extra_flags(cmp) {
             let _ = write!(v, "; ⚑ {f}");
         }
-        let _ = writeln!(o, " **{}** |", v.replace('|', "\\|"));
+        let _ = writeln!(o, " **{}** |", md_cell(&v));
     }
     o.push('\n');
     o
@@ -317,7 +322,9 @@ pub fn records(docs: &[&RunDoc]) -> Vec<ResultRecord> {
 pub fn render_jsonl(docs: &[&RunDoc]) -> String {
     let mut o = String::new();
     for r in records(docs) {
-        o.push_str(&serde_json::to_string(&r).unwrap_or_default());
+        o.push_str(&crate::sanitize::json(
+            &serde_json::to_string(&r).unwrap_or_default(),
+        ));
         o.push('\n');
     }
     o
@@ -335,16 +342,20 @@ pub fn render_json(r: &Report, docs: &[&RunDoc]) -> String {
             super::groups::Member::of_record(&d.key, d.info.model.as_deref(), &d.record)
         })),
     });
-    let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    let mut s =
+        crate::sanitize::json(&serde_json::to_string_pretty(&doc).unwrap_or_default()).into_owned();
     s.push('\n');
     s
 }
 
+/// One CSV field: controls shown escaped as in every text output (a CSV is read on a
+/// terminal as often as in a sheet), quoted when it holds a separator or a quote.
 fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
+    let s = terminal(s);
+    if s.contains([',', '"']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
-        s.to_string()
+        s.into_owned()
     }
 }
 
@@ -380,9 +391,9 @@ pub fn render_csv(r: &Report, docs: &[&RunDoc]) -> String {
             let _ = write!(
                 o,
                 "{},{},{},{},{},{},{},{}",
-                rec.commit,
-                rec.variant,
-                rec.agent.clone().unwrap_or_default(),
+                csv_field(&rec.commit),
+                csv_field(&rec.variant),
+                csv_field(&rec.agent.clone().unwrap_or_default()),
                 rec.attempt,
                 rec.status,
                 rec.category.clone().unwrap_or_default(),
@@ -402,12 +413,12 @@ pub fn render_csv(r: &Report, docs: &[&RunDoc]) -> String {
             let _ = write!(
                 o,
                 ",{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                primary.clone().unwrap_or_default(),
+                csv_field(&primary.clone().unwrap_or_default()),
                 st.map(|s| s.n.to_string()).unwrap_or_default(),
                 opt(st.map(|s| s.median)),
                 opt(st.map(|s| s.ci_low)),
                 opt(st.map(|s| s.ci_high)),
-                cmp.map(|c| c.against.clone()).unwrap_or_default(),
+                csv_field(&cmp.map(|c| c.against.clone()).unwrap_or_default()),
                 opt(cs.map(|c| c.improvement_pct)),
                 csv_field(&cs.map(|c| c.delta_label()).unwrap_or_default()),
                 opt(cs.and_then(|c| c.ci_low_pct)),

@@ -251,3 +251,49 @@ fn bands_are_learned_from_repeats_in_the_store() {
     assert_eq!((b.groups, b.runs, b.source.as_str()), (3, 9, "learned"));
     assert!((b.sigma - 0.01).abs() < 0.001, "{b:?}");
 }
+
+/// A commit title, an agent id and a command from a hostile plan: every text output shows
+/// their control characters escaped, and a title stays one line (one cell in Markdown).
+#[test]
+fn plan_text_is_inert_in_the_table_the_markdown_and_the_page() {
+    use crate::sanitize::{assert_inert, HOSTILE, HOSTILE_SHOWN};
+    let mut docs = vec![
+        doc("c1", Variant::Baseline, "x", 100.0),
+        doc("c1", Variant::Human, "x", 110.0),
+        // Another command: its flag quotes the command.
+        doc("c1", Variant::Agent(HOSTILE.into()), HOSTILE, 101.0),
+    ];
+    for d in &mut docs {
+        d.info.title = HOSTILE.into();
+        for a in &mut d.attempts {
+            if let Some(i) = a.info.as_mut() {
+                i.title = HOSTILE.into();
+            }
+        }
+    }
+    let refs: Vec<&RunDoc> = docs.iter().collect();
+    let r = build(&refs, &opts());
+    let table = render_table(&r);
+    assert_inert(&table, HOSTILE_SHOWN);
+    assert!(
+        table.starts_with(&format!("c1 {HOSTILE_SHOWN}\n")),
+        "{table}"
+    );
+    assert!(table.contains(&format!("agent:{HOSTILE_SHOWN}")), "{table}");
+
+    let md = render_md(&r);
+    assert_inert(&md, HOSTILE_SHOWN);
+    assert!(md.contains(&format!("### `c1` {HOSTILE_SHOWN}\n")), "{md}");
+    // Every row of the table has as many cells as its header.
+    let cells = |l: &str| l.replace("\\|", "").matches('|').count();
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+    assert!(rows.len() > 3, "{md}");
+    assert!(rows.iter().all(|l| cells(l) == cells(rows[0])), "{md}");
+
+    let page = html::render(&r, HOSTILE);
+    assert_inert(&page, "\\x1b[2J\\x07evil\\x0d");
+    assert!(
+        !page.contains("\\x0a"),
+        "a line break in a page is white space"
+    );
+}

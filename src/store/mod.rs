@@ -180,6 +180,16 @@ impl Store {
             })?;
         }
         let backend = self::sled::SledBackend::open(dir)?;
+        // Database files that were there but hold no schema were overwritten or damaged
+        // (sled recovers garbage as an empty database): starting afresh on them would
+        // write over whatever salvage could still find in their bytes.
+        if looks_like_sled && matches!(backend.get(Tree::Meta, K_SCHEMA), Ok(None)) {
+            return Err(StoreError::Damaged {
+                dir: dir.to_path_buf(),
+                why: "its database files are there but hold no store (overwritten or damaged)"
+                    .into(),
+            });
+        }
         Self::with_backend(dir, Box::new(backend), create)
     }
 
@@ -537,7 +547,11 @@ pub fn default_dir(sweep: &str) -> Option<PathBuf> {
     data_root().map(|r| r.join(safe))
 }
 
-/// Copy a store's database files (not its logs) into `to`.
+/// Copy a store's database files (not its logs) into `to`: regular files and the
+/// directories that hold them, nothing else. A live store holds the daemon's socket, and
+/// a store may hold a FIFO or a link: copying a socket fails, reading a FIFO waits for a
+/// writer, and a link is not followed (its target is not the store's). Only `from` is
+/// read, so a read-only store is copied as well as any.
 pub fn copy_db(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for e in std::fs::read_dir(from)?.flatten() {
@@ -545,16 +559,35 @@ pub fn copy_db(from: &Path, to: &Path) -> std::io::Result<()> {
         if name == "logs" {
             continue;
         }
-        if e.file_type()?.is_dir() {
+        // The entry's own type (links are not followed).
+        let kind = e.file_type()?;
+        if kind.is_dir() {
             copy_db(&e.path(), &to.join(&name))?;
-        } else {
-            let copy = to.join(&name);
-            std::fs::copy(e.path(), &copy)?;
-            // The copy keeps the original's mode: a read-only store's would be read-only too,
-            // and the database engine opens its files for writing.
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600))?;
+        } else if kind.is_file() {
+            copy_file(&e.path(), &to.join(&name))?;
         }
     }
+    Ok(())
+}
+
+/// Copy one regular file of a store. Opened without following a link and without waiting
+/// on a FIFO (the entry may have been replaced since it was listed), and checked to be a
+/// regular file once open. The copy is its owner's to write whatever the original's mode:
+/// the database engine opens its files for writing.
+fn copy_file(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut src = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(from)?;
+    if !src.metadata()?.is_file() {
+        return Ok(());
+    }
+    let mut dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(to)?;
+    std::io::copy(&mut src, &mut dst)?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 use super::record::RunDoc;
 use crate::report::groups::{FailureGroup, Member};
+use crate::sanitize::log_line;
 use std::fmt::Write;
 
 /// Runs matching `what`: an exact run key, `#N` (the run's number in the plan, as every
@@ -37,109 +38,129 @@ fn group_of<'g>(d: &RunDoc, groups: &'g [FailureGroup]) -> Option<&'g FailureGro
     groups.iter().find(|g| g.id == id)
 }
 
+/// One line of `show`: every field in it is plan or log text (a title, a command, a
+/// diagnosis's line), so the whole line is shown with its controls escaped and a line break
+/// in a field cannot start a line of its own.
+fn line(o: &mut String, l: std::fmt::Arguments<'_>) {
+    let l = l.to_string();
+    o.push_str(&crate::sanitize::terminal(&l));
+    o.push('\n');
+}
+
 /// [`render`], each run that failed with an unknown error naming its failure group (its
 /// kind, and how many runs of the night share it).
 pub fn render_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
     let mut o = String::new();
     for d in docs {
         let i = &d.info;
-        let _ = writeln!(
-            o,
-            "run {}{}",
-            d.key,
-            if d.removed {
-                " (removed from the plan)"
-            } else {
-                ""
-            }
-        );
-        let _ = writeln!(o, "  commit   {} {}", i.commit, i.title);
+        let removed = if d.removed {
+            " (removed from the plan)"
+        } else {
+            ""
+        };
+        line(&mut o, format_args!("run {}{removed}", d.key));
+        line(&mut o, format_args!("  commit   {} {}", i.commit, i.title));
         if let Some(p) = &i.parent {
-            let _ = writeln!(o, "  parent   {p}");
+            line(&mut o, format_args!("  parent   {p}"));
         }
-        let _ = writeln!(o, "  variant  {}", i.variant);
-        let _ = writeln!(o, "  model    {}", i.model.as_deref().unwrap_or("-"));
-        let _ = writeln!(o, "  gpu      {}", i.gpu);
-        let _ = writeln!(o, "  command  {}", i.command.as_deref().unwrap_or("-"));
+        line(&mut o, format_args!("  variant  {}", i.variant));
+        let model = i.model.as_deref().unwrap_or("-");
+        line(&mut o, format_args!("  model    {model}"));
+        line(&mut o, format_args!("  gpu      {}", i.gpu));
+        let command = i.command.as_deref().unwrap_or("-");
+        line(&mut o, format_args!("  command  {command}"));
         if let Some(img) = &i.image {
-            let _ = writeln!(o, "  image    {img}");
+            line(&mut o, format_args!("  image    {img}"));
         }
         if let Some(p) = &i.patch {
-            let _ = writeln!(o, "  patch    {p}");
+            line(&mut o, format_args!("  patch    {p}"));
         }
-        let _ = writeln!(
-            o,
-            "  state    {} (attempt {})",
-            d.record.state, d.record.attempt
+        let (state, attempt) = (&d.record.state, d.record.attempt);
+        line(
+            &mut o,
+            format_args!("  state    {state} (attempt {attempt})"),
         );
         if let Some(g) = group_of(d, groups) {
-            let _ = writeln!(o, "  group    {}", crate::report::groups::show_line(g));
+            let g = crate::report::groups::show_line(g);
+            line(&mut o, format_args!("  group    {g}"));
         }
         if let Some(f) = &d.predicted {
-            let _ = writeln!(o, "  predicted {}: {}", f.category, f.reason);
+            line(
+                &mut o,
+                format_args!("  predicted {}: {}", f.category, f.reason),
+            );
         }
         for a in &d.attempts {
             let base = a.started_ms.unwrap_or(0);
-            let _ = write!(o, "  attempt {}: {}", a.attempt, a.status());
+            let mut head = format!("  attempt {}: {}", a.attempt, a.status());
             if let Some(c) = a.category() {
-                let _ = write!(o, " ({c})");
+                let _ = write!(head, " ({c})");
             }
             if let (Some(s), Some(f)) = (a.started_ms, a.finished_ms) {
-                let _ = write!(o, " in {:.1}s", f.saturating_sub(s) as f64 / 1000.0);
+                let _ = write!(head, " in {:.1}s", f.saturating_sub(s) as f64 / 1000.0);
             }
             if !a.gpus.is_empty() {
-                let _ = write!(o, " on GPUs {:?}", a.gpus);
+                let _ = write!(head, " on GPUs {:?}", a.gpus);
             }
-            o.push('\n');
+            line(&mut o, format_args!("{head}"));
             if let Some(det) = &a.detail {
-                let _ = writeln!(o, "    detail    {det}");
+                line(&mut o, format_args!("    detail    {}", log_line(det)));
             }
             for (s, at) in &a.stages {
-                let _ = writeln!(o, "    stage     {:<20} {}", s.as_str(), t(*at, base));
+                let at = t(*at, base);
+                line(
+                    &mut o,
+                    format_args!("    stage     {:<20} {at}", s.as_str()),
+                );
             }
             if let Some(f) = a.finished_ms {
-                let _ = writeln!(o, "    ended     {:<20} {}", a.status(), t(f, base));
+                let at = t(f, base);
+                line(
+                    &mut o,
+                    format_args!("    ended     {:<20} {at}", a.status()),
+                );
             }
             for f in &a.findings {
-                let _ = writeln!(
-                    o,
-                    "    diagnosis {} → {:?}: {}",
-                    f.category, f.action, f.reason
+                let (cat, action) = (&f.category, &f.action);
+                line(
+                    &mut o,
+                    format_args!("    diagnosis {cat} → {action:?}: {}", f.reason),
                 );
-                let _ = writeln!(o, "      evidence: {}", f.evidence.replace('\n', " "));
+                let ev = f.evidence.replace('\n', " ");
+                line(&mut o, format_args!("      evidence: {}", log_line(&ev)));
                 if let Some(c) = f.confidence {
-                    let _ = writeln!(o, "      confidence: {:.0}%", c * 100.0);
+                    line(&mut o, format_args!("      confidence: {:.0}%", c * 100.0));
                 }
                 for l in &f.telling {
-                    let _ = writeln!(o, "      also: {}", l.replace('\n', " "));
+                    let l = l.replace('\n', " ");
+                    line(&mut o, format_args!("      also: {}", log_line(&l)));
                 }
                 if let Some(k) = crate::failure_kind::unknown_kind(f) {
-                    let _ = writeln!(o, "      kind: {} {}", k.id, k.text);
+                    let text = log_line(&k.text);
+                    line(&mut o, format_args!("      kind: {} {text}", k.id));
                 }
             }
             for f in &a.fixes {
-                let _ = writeln!(o, "    fix       {f}");
+                line(&mut o, format_args!("    fix       {f}"));
             }
             if let Some(v) = &a.vllm_version {
-                let _ = writeln!(o, "    vllm      {v}");
+                line(&mut o, format_args!("    vllm      {v}"));
             }
             for (k, v) in &a.provenance {
-                let _ = writeln!(o, "    prov      {k} = {v}");
+                line(&mut o, format_args!("    prov      {k} = {v}"));
             }
             if let Some(info) = &a.info {
                 if info.command != i.command {
-                    let _ = writeln!(
-                        o,
-                        "    ran as    {}",
-                        info.command.as_deref().unwrap_or("-")
-                    );
+                    let ran = info.command.as_deref().unwrap_or("-");
+                    line(&mut o, format_args!("    ran as    {ran}"));
                 }
             }
             for (k, v) in &a.metrics {
-                let _ = writeln!(o, "    metric    {k} = {v}");
+                line(&mut o, format_args!("    metric    {k} = {v}"));
             }
             for l in &a.logs {
-                let _ = writeln!(o, "    log       {} ({} bytes)", l.path, l.bytes);
+                let (path, bytes) = (&l.path, l.bytes);
+                line(&mut o, format_args!("    log       {path} ({bytes} bytes)"));
             }
         }
         o.push('\n');
@@ -176,8 +197,71 @@ pub fn render_json_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
                 "runs": g.count,
             })),
         });
-        o.push_str(&v.to_string());
+        o.push_str(&crate::sanitize::json(&v.to_string()));
         o.push('\n');
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::category::{Action, Category};
+    use crate::event::Finding;
+    use crate::model::{Outcome, RunState, Variant};
+    use crate::sanitize::{assert_inert, HOSTILE, HOSTILE_SHOWN};
+
+    /// Every field `show` prints from the plan or a log, hostile: each shown escaped, and
+    /// every line of the output still one of show's lines.
+    #[test]
+    fn plan_and_log_text_is_inert() {
+        let mut d = crate::report::tests::doc_with(
+            "c1",
+            Variant::Agent(HOSTILE.into()),
+            0,
+            HOSTILE,
+            &[(HOSTILE, 1.0)],
+        );
+        d.info.title = HOSTILE.into();
+        d.info.model = Some(HOSTILE.into());
+        d.info.image = Some(HOSTILE.into());
+        d.info.patch = Some(HOSTILE.into());
+        let a = &mut d.attempts[0];
+        a.end = Some(RunState::Finished {
+            outcome: Outcome::Failed {
+                category: Category::Other,
+            },
+        });
+        a.detail = Some(HOSTILE.into());
+        a.fixes = vec![HOSTILE.into()];
+        a.vllm_version = Some(HOSTILE.into());
+        a.provenance = [(HOSTILE.to_string(), HOSTILE.to_string())].into();
+        a.findings = vec![Finding {
+            category: Category::Other,
+            evidence: HOSTILE.into(),
+            action: Action::Skip,
+            recipe: None,
+            reason: HOSTILE.into(),
+            predicted: false,
+            confidence: Some(0.3),
+            telling: vec![HOSTILE.into()],
+            kind: None,
+        }];
+        a.logs = vec![super::super::record::LogFile {
+            path: HOSTILE.into(),
+            bytes: 1,
+        }];
+        let out = render(&[&d]);
+        assert_inert(&out, HOSTILE_SHOWN);
+        assert!(
+            out.contains(&format!("  commit   c1 {HOSTILE_SHOWN}\n")),
+            "{out}"
+        );
+        for l in out.lines().filter(|l| !l.is_empty()) {
+            assert!(
+                l.starts_with("run ") || l.starts_with("  "),
+                "{l:?} in\n{out}"
+            );
+        }
+    }
 }

@@ -2,6 +2,8 @@
 //! proptest configuration whose case count an environment variable sets.
 #![allow(dead_code)]
 
+pub mod daemon;
+
 use proptest::test_runner::Config;
 use std::path::PathBuf;
 

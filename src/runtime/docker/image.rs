@@ -76,13 +76,7 @@ pub async fn inspect(docker: &Docker, image: &str) -> Option<ImageInfo> {
 
 /// Free bytes on the filesystem holding `path` (Docker's root dir), when it is local.
 pub fn free_bytes(path: &Path) -> Option<u64> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid NUL-terminated path and `st` a properly sized out-parameter.
-    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
-    (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+    crate::disk::free_bytes(path)
 }
 
 pub fn classify_pull_error(msg: &str) -> ImageError {

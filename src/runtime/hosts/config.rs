@@ -20,6 +20,7 @@
 use bollard::Docker;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -58,7 +59,10 @@ struct HostsFile {
 
 /// Read and check a hosts file; errors name `file:line:col` where the TOML parser knows.
 pub fn load(path: &Path) -> Result<Vec<HostSpec>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // Capped as a plan is: `--hosts /dev/zero` must not grow memory.
+    let bytes = crate::plan::read::read_capped(path, crate::plan::read::PLAN_CAP, "a hosts file")
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8(bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     parse(&text).map_err(|e| format!("{}:{e}", path.display()))
 }
 
@@ -93,6 +97,14 @@ pub fn parse(text: &str) -> Result<Vec<HostSpec>, String> {
                 h.name, h.docker_host
             ));
         }
+        // Each GPU is a slot the engine keeps: a typo must not size them.
+        let max = crate::plan::limits::MAX_GPUS;
+        if h.gpus == 0 || h.gpus > max {
+            return Err(format!(
+                " host `{}`: gpus = {} is out of range (expected 1..={max})",
+                h.name, h.gpus
+            ));
+        }
         if h.tls_dir.is_some() && scheme != "tcp" {
             return Err(format!(
                 " host `{}`: tls_dir goes with a tcp:// docker_host",
@@ -107,12 +119,30 @@ pub fn parse(text: &str) -> Result<Vec<HostSpec>, String> {
 /// reads arrive); a host that stops answering is noticed by the health check long before.
 const REQUEST_TIMEOUT_S: u64 = 600;
 
+/// How long an `ssh://` host's tunnel may take to open (connect, authenticate, forward).
+const TUNNEL_WAIT: Duration = Duration::from_secs(15);
+
+/// An `ssh -L` process forwarding a local socket to the host's engine. A plain process,
+/// not tokio's: it is started before any runtime exists (`run --hosts` sets the hosts up
+/// first), and tokio's process handles need one. Dropping it closes the tunnel.
+pub struct Tunnel {
+    child: std::process::Child,
+    sock: PathBuf,
+}
+
+impl Drop for Tunnel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.sock);
+    }
+}
+
 /// A client for the host's engine. `ssh://` goes through a forwarded socket under
-/// `tunnels` (the returned child keeps it open; dropping it closes the tunnel).
-pub fn connect(
-    h: &HostSpec,
-    tunnels: &Path,
-) -> Result<(Docker, Option<tokio::process::Child>), String> {
+/// `tunnels`, held open by the returned tunnel. A tunnel that does not open is an error
+/// naming the host with ssh's own words: there is no engine to ask without it, and it
+/// would not reopen by itself later in the night.
+pub fn connect(h: &HostSpec, tunnels: &Path) -> Result<(Docker, Option<Tunnel>), String> {
     let fail = |e: bollard::errors::Error| format!("host `{}` ({}): {e}", h.name, h.docker_host);
     let v = bollard::API_DEFAULT_VERSION;
     match h.docker_host.split_once("://") {
@@ -125,7 +155,7 @@ pub fn connect(
             let dir = crate::plan::expand_path(&dir.display().to_string(), Path::new("."));
             let sock = tunnels.join(format!(
                 "nightshift-tls-{}-{}.sock",
-                h.name,
+                file_safe(&h.name),
                 std::process::id()
             ));
             super::tls::proxy(addr.trim_end_matches('/'), &dir, &sock)
@@ -140,34 +170,14 @@ pub fn connect(
             Docker::connect_with_http(&h.docker_host, REQUEST_TIMEOUT_S, v).map_err(fail)?,
             None,
         )),
-        Some(("ssh", dest)) => {
+        Some(("ssh", _)) => {
             let sock = tunnel_socket(tunnels, &h.name);
-            let _ = std::fs::remove_file(&sock);
-            let remote = h
-                .remote_socket
-                .clone()
-                .unwrap_or_else(|| "/var/run/docker.sock".into());
-            // BatchMode: a night has nobody to type a password; keys or an agent only.
-            let child = tokio::process::Command::new("ssh")
-                .args([
-                    "-nNT",
-                    "-o",
-                    "BatchMode=yes",
-                    "-o",
-                    "ExitOnForwardFailure=yes",
-                ])
-                .args(["-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"])
-                .arg("-L")
-                .arg(format!("{}:{remote}", sock.display()))
-                .arg(dest)
-                .stdin(std::process::Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .map_err(|e| format!("host `{}`: cannot start ssh: {e}", h.name))?;
+            // The socket must exist before a client can be made on it.
+            let tunnel = open_tunnel(h, &sock, tunnels)?;
             let url = format!("unix://{}", sock.display());
             Ok((
                 Docker::connect_with_unix(&url, REQUEST_TIMEOUT_S, v).map_err(fail)?,
-                Some(child),
+                Some(tunnel),
             ))
         }
         _ => Err(format!(
@@ -177,8 +187,80 @@ pub fn connect(
     }
 }
 
+/// Start `ssh -L` for an `ssh://` host and wait until its socket is there; Err: why not
+/// (ssh missing, ssh gave up with its last line of stderr, or no socket in time).
+fn open_tunnel(h: &HostSpec, sock: &Path, tunnels: &Path) -> Result<Tunnel, String> {
+    let _ = std::fs::remove_file(sock);
+    let remote = h
+        .remote_socket
+        .clone()
+        .unwrap_or_else(|| "/var/run/docker.sock".into());
+    let who = format!("host `{}` ({})", h.name, h.docker_host);
+    // ssh's complaints go to a file: read when it gives up, never a pipe left to fill.
+    let log_path = tunnels.join(format!("nightshift-ssh-{}.log", file_safe(&h.name)));
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| format!("{who}: {}: {e}", log_path.display()))?;
+    // BatchMode: a night has nobody to type a password; keys or an agent only. The URL
+    // form (OpenSSH 7.7+) carries a port: ssh://user@host:2222.
+    let child = std::process::Command::new("ssh")
+        .args([
+            "-nNT",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ExitOnForwardFailure=yes",
+        ])
+        .args(["-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"])
+        .arg("-L")
+        .arg(format!("{}:{remote}", sock.display()))
+        .arg(h.docker_host.trim_end_matches('/'))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("{who}: cannot start ssh: {e}"))?;
+    let mut tunnel = Tunnel {
+        child,
+        sock: sock.to_path_buf(),
+    };
+    let start = Instant::now();
+    loop {
+        if sock.exists() {
+            return Ok(tunnel);
+        }
+        if let Ok(Some(status)) = tunnel.child.try_wait() {
+            let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let last = said.lines().rev().find(|l| !l.trim().is_empty());
+            return Err(format!(
+                "{who}: the ssh tunnel failed ({status}){}",
+                last.map(|l| format!(": {}", l.trim())).unwrap_or_default()
+            ));
+        }
+        if start.elapsed() > TUNNEL_WAIT {
+            return Err(format!(
+                "{who}: the ssh tunnel did not open within {} s",
+                TUNNEL_WAIT.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A host name as part of a file name (names are free text apart from spaces).
+fn file_safe(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 fn tunnel_socket(dir: &Path, name: &str) -> PathBuf {
-    dir.join(format!("nightshift-ssh-{name}.sock"))
+    dir.join(format!("nightshift-ssh-{}.sock", file_safe(name)))
 }
 
 #[cfg(test)]
@@ -205,5 +287,35 @@ mod tests {
             .unwrap_err()
             .contains("twice"));
         assert!(parse("").unwrap_err().contains("no [[hosts]]"));
+        let huge = "[[hosts]]\nname = \"a\"\ndocker_host = \"unix:///x\"\ngpus = 4294967295\n";
+        assert!(parse(huge).unwrap_err().contains("expected 1..=64"));
+        assert!(load(Path::new("/dev/zero"))
+            .unwrap_err()
+            .contains("/dev/zero: a character device"));
+    }
+
+    /// A tunnel that cannot open (nothing listens on port 1; or no ssh at all) is an
+    /// error naming the host and why, with no tokio runtime needed (it once panicked with
+    /// "there is no reactor running").
+    #[test]
+    fn a_failing_ssh_tunnel_is_a_named_reason_not_a_panic() {
+        let d = tempfile::tempdir().unwrap();
+        let h = HostSpec {
+            name: "far/box".into(),
+            docker_host: "ssh://nobody@127.0.0.1:1".into(),
+            gpus: 1,
+            remote_socket: None,
+            gpu_requests: None,
+            tls_dir: None,
+        };
+        let why = connect(&h, d.path()).err().unwrap();
+        assert!(
+            why.starts_with("host `far/box` (ssh://nobody@127.0.0.1:1): "),
+            "{why}"
+        );
+        assert!(
+            why.contains("tunnel failed") || why.contains("cannot start ssh"),
+            "{why}"
+        );
     }
 }

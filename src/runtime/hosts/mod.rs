@@ -46,7 +46,7 @@ struct Host {
     rt: DockerRuntime,
     state: Mutex<HostState>,
     /// Keeps an `ssh://` host's tunnel open.
-    _tunnel: Option<tokio::process::Child>,
+    _tunnel: Option<config::Tunnel>,
 }
 
 impl Host {
@@ -487,7 +487,7 @@ pub fn for_cli(
     cfg.min_free_bytes = opts.min_free_bytes;
     cfg.build = opts.build.clone();
     let multi = MultiHost::new(specs, &cfg, recipes).map_err(|e| {
-        tracing::error!("{e}");
+        tracing::error!("{}: {e}", file.display());
         2
     })?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -514,7 +514,12 @@ pub fn for_cli(
         }
     }
     if answering == 0 {
-        tracing::error!("no host in {} answers", file.display());
+        let names: Vec<&str> = multi.hosts.iter().map(|h| h.spec.name.as_str()).collect();
+        tracing::error!(
+            "no host in {} answers ({})",
+            file.display(),
+            names.join(", ")
+        );
         return Err(1);
     }
     let total = multi.total_gpus();
