@@ -8,7 +8,6 @@ use clap::Parser;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
 mod args;
 mod gpus;
@@ -513,40 +512,6 @@ fn die_quietly_on_closed_pipe() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-}
-
-/// SIGINT and SIGTERM stop the sweep cleanly: runs in flight are cancelled and re-queued.
-pub fn spawn_signal_handler(shutdown: CancellationToken) {
-    tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            let mut term = match signal(SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => return,
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {},
-                _ = term.recv() => {},
-            }
-            tracing::warn!(
-                "stopping: cancelling runs in flight (run the same command to resume; a second signal exits at once)"
-            );
-            shutdown.cancel();
-            // Teardown can hang on a stuck Docker daemon: a second signal must still work.
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {},
-                _ = term.recv() => {},
-            }
-            tracing::warn!("second signal: exiting now; leftovers are removed on the next run");
-            std::process::exit(130);
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-            shutdown.cancel();
-        }
-    });
 }
 
 fn plan_cmd(cmd: PlanCmd) -> i32 {

@@ -506,3 +506,39 @@ async fn the_breaker_pauses_only_the_model_that_fails_alike() {
     // After the resume m/big's runs ran again (run 4 is its third commit's baseline).
     assert_ne!(st.runs[4].state, RunState::Queued);
 }
+
+#[tokio::test]
+async fn a_pause_for_disk_space_lifts_itself_but_never_the_operators() {
+    // The disk watch pauses and then finds space again: the night goes on by itself.
+    let p = plan(&[(SERVE, ""), (SERVE, "")]);
+    let (s, st, events) = drive(p, 1, true, move |env, tx| match &env.event {
+        Event::SweepStarted { .. } => tx
+            .send(Command::DiskSpace {
+                low: Some(format!(
+                    "{}store /s has 1 MiB free",
+                    nightshift::disk::PREFIX
+                )),
+            })
+            .unwrap(),
+        Event::Paused { .. } => tx.send(Command::DiskSpace { low: None }).unwrap(),
+        _ => {}
+    })
+    .await;
+    assert!(finished(&st));
+    assert_eq!(s.counts.success, 4);
+    assert!(events
+        .iter()
+        .any(|e| matches!(&e.event, Event::Paused { reason } if reason.contains("1 MiB free"))));
+    // The operator's pause stays until the operator lifts it.
+    let p = plan(&[(SERVE, "")]);
+    let (_, _, events) = drive(p, 1, true, move |env, tx| match &env.event {
+        Event::SweepStarted { .. } => tx.send(Command::Pause).unwrap(),
+        Event::Paused { .. } => {
+            tx.send(Command::DiskSpace { low: None }).unwrap();
+            tx.send(Command::Shutdown).unwrap();
+        }
+        _ => {}
+    })
+    .await;
+    assert!(!events.iter().any(|e| matches!(e.event, Event::Resumed)));
+}

@@ -412,3 +412,66 @@ fn another_users_permission_error_is_never_taken_for_a_dead_daemon() {
     assert_eq!(status(&store).0, 0, "the live daemon must still answer");
     assert!(daemon.try_wait().unwrap().is_none());
 }
+
+/// Processes that are zombies (exited, never reaped) and whose parent is `parent`.
+fn zombies_of(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) S ppid …`: comm may hold spaces, so read after the last ')'.
+        let rest: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r.split_whitespace().collect())
+            .unwrap_or_default();
+        if rest.first() == Some(&"Z") && rest.get(1) == Some(&parent.to_string().as_str()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_tui_tells_a_crashed_daemon_from_a_finished_one_and_reaps_it() {
+    if !require_tmux() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = plan(tmp.path(), 30);
+    let store = tmp.path().join("store");
+    let t = Tmux::new(
+        "tui",
+        &format!(
+            "exec {BIN} run {} --runtime sim --gpus 2 --speed 1 --store {}",
+            plan.display(),
+            store.display()
+        ),
+    );
+    wait_for("the TUI attached", 30, || t.screen().contains("queue"));
+    let (_, line) = status(&store);
+    let pid: i32 = line
+        .split("pid ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {line}"));
+    let tui: u32 = t
+        .run(&["display-message", "-p", "#{pane_pid}"])
+        .trim()
+        .parse()
+        .unwrap();
+    Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    wait_for("the TUI to say the daemon crashed", 30, || {
+        t.screen().contains("ended without finishing")
+    });
+    let screen = t.screen();
+    assert!(screen.contains("signal 9"), "{screen}");
+    wait_for("the daemon reaped", 10, || zombies_of(tui).is_empty());
+}

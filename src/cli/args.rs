@@ -100,13 +100,7 @@ fn env_name(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
-/// What the Docker runtime takes from [`ImageArgs`].
-#[derive(Debug, Clone)]
-pub struct DockerOptions {
-    pub min_free_bytes: u64,
-    pub build: crate::runtime::docker::build::BuildConfig,
-    pub build_dockerfile: Option<PathBuf>,
-}
+pub use crate::runtime::docker::DockerOptions;
 
 const GB: u64 = 1_000_000_000;
 

@@ -1,4 +1,5 @@
-//! The daemon's own lines (stdout) and what happens to them when the terminal goes.
+//! The daemon's own lines (stdout), what happens to them when the terminal goes, and the
+//! signals that stop the sweep.
 //!
 //! A foreground sweep (`run --headless` in tmux or over SSH) loses its terminal when the
 //! session drops: the kernel sends SIGHUP, and every later write to the terminal fails with
@@ -82,6 +83,40 @@ pub fn on_hangup(log: PathBuf, foreground: bool) {
                     "SIGHUP ignored: the sweep goes on (`nightshift attach` rejoins it)"
                 );
             }
+        }
+    });
+}
+
+/// SIGINT and SIGTERM stop the sweep cleanly: runs in flight are cancelled and re-queued.
+pub fn stop_on_signals(shutdown: tokio_util::sync::CancellationToken) {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut term = match signal(SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return,
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {},
+                _ = term.recv() => {},
+            }
+            tracing::warn!(
+                "stopping: cancelling runs in flight (run the same command to resume; a second signal exits at once)"
+            );
+            shutdown.cancel();
+            // Teardown can hang on a stuck Docker daemon: a second signal must still work.
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {},
+                _ = term.recv() => {},
+            }
+            tracing::warn!("second signal: exiting now; leftovers are removed on the next run");
+            std::process::exit(130);
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            shutdown.cancel();
         }
     });
 }

@@ -174,7 +174,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             console::Console,
         )));
         engine.observe(Box::new(server::HubObserver(hub.clone())));
-        crate::cli::spawn_signal_handler(shutdown.clone());
+        console::stop_on_signals(shutdown.clone());
         tokio::spawn(watch_disk(disk, hub.commands(), low_at_start.is_some(), shutdown.clone()));
         let serving = tokio::spawn(server::serve(listener, hub.clone()));
         let alerting = (!a.alerts.0.is_empty()).then(|| {

@@ -112,7 +112,9 @@ impl Hub {
             };
         };
         let r = tokio::task::spawn_blocking(move || {
-            let s = store.lock().unwrap_or_else(|e| e.into_inner());
+            // The live store's lock only for the copy: the engine's next state barrier
+            // waits on that lock, never on the query.
+            let s = store.lock().unwrap_or_else(|e| e.into_inner()).reader();
             match want {
                 Want::Results {
                     format,

@@ -5,14 +5,14 @@
 
 use super::*;
 
-/// Repeats per commit. Repeats buy statistical power, and it saturates long before this:
-/// the rank test at N = 10 per side already detects a 3% effect on this box's noise, and a
-/// single repeat of a serving benchmark takes minutes, so 100 repeats of one commit's three
-/// variants is already more than a night holds.
+/// Repeats per commit. Repeats buy statistical power, and the verdicts are measured at
+/// N = 1, 3 and 5 (`nightshift bench stats`); a single repeat of a serving benchmark
+/// takes minutes, so 100 repeats of one commit's three variants is already more than a
+/// night holds, while a typo (`4294967295`) would size the runs before anything runs.
 pub const MAX_REPEATS: u32 = 100;
 
-/// Commits in one plan (inline and from `commits_file` together). A night holds ~100; the
-/// benchmarks generate up to ~35 000 (`bench engine --runs 100000`).
+/// Commits in one plan (inline and from `commits_file` together). A night holds ~100; a
+/// benchmark of 100 000 runs (`bench engine --runs 100000`) generates ~33 000.
 pub const MAX_COMMITS: usize = 50_000;
 
 /// Runs in one plan (commits × variants × repeats): every run is held in memory by the
@@ -23,8 +23,8 @@ pub const MAX_RUNS: usize = 200_000;
 /// GPUs one run may take (`gpu_config`, `gpu_count`, TP × PP): the largest single box.
 pub const MAX_GPUS: u32 = 64;
 
-/// A timeout of a week is already no timeout for one run; beyond it the seconds would
-/// overflow the clock's arithmetic (`Instant + Duration`) in the runtimes.
+/// A timeout of a week is already no timeout for one run; unbounded, the seconds overflow
+/// the runtimes' arithmetic (Slurm's time limit adds both timeouts).
 pub const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
 
 /// Warm-up requests before a serving benchmark measures: tens are typical; each one is a

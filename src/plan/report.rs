@@ -72,7 +72,10 @@ pub fn check_summary(plan: &Plan, out: &mut dyn Write) -> io::Result<()> {
         .iter()
         .filter_map(|r| {
             let p = r.patch.as_ref()?;
-            let text = std::fs::read_to_string(base.join(p)).ok()?;
+            // Capped, regular files only: `patch = "/dev/zero"` must not hang `plan check`.
+            let bytes =
+                super::read::read_capped(&base.join(p), super::read::PLAN_CAP, "a patch").ok()?;
+            let text = String::from_utf8_lossy(&bytes);
             let files = super::clone::patch_needs_build(&text);
             (!files.is_empty()).then(|| format!("{} ({})", r.key, files.join(", ")))
         })

@@ -29,6 +29,7 @@ use record::{LogFile, PlanSnapshot, RunDoc, RunSummary};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The schema this build writes. Older stores are migrated on open; newer ones refused.
 /// v1 rewrote each run's whole history on every change; v2 keeps small run summaries and
@@ -46,7 +47,7 @@ pub enum Tree {
 pub type Visit<'a> = dyn FnMut(&[u8], &[u8]) -> anyhow::Result<()> + 'a;
 
 /// A small ordered key/value engine with named trees. Replace sled by implementing this.
-pub trait Backend: Send {
+pub trait Backend: Send + Sync {
     fn get(&self, t: Tree, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>>;
     fn put(&self, t: Tree, key: &[u8], value: &[u8]) -> anyhow::Result<()>;
     fn remove(&self, t: Tree, key: &[u8]) -> anyhow::Result<()>;
@@ -105,7 +106,9 @@ pub struct StoredEvent {
 
 pub struct Store {
     dir: PathBuf,
-    backend: Box<dyn Backend>,
+    /// Shared with [`Store::reader`]s: the database is safe to read and write from many
+    /// threads at once.
+    backend: Arc<dyn Backend>,
     runs: BTreeMap<String, RunSummary>,
     /// Each run summary's stored bytes, hashed: what a kept read was made from. Missing
     /// while a summary changed in memory and is not yet written.
@@ -285,7 +288,7 @@ impl Store {
         let next_seq = next_seq_of(backend.as_ref()).map_err(|e| damaged(e.to_string()))?;
         Ok(Store {
             dir: dir.to_path_buf(),
-            backend,
+            backend: Arc::from(backend),
             runs,
             digests,
             plan,
@@ -293,6 +296,23 @@ impl Store {
             life,
             copy: None,
         })
+    }
+
+    /// A reader of this store as it is now, for a query that may take a while (`results`,
+    /// `show`, the digest at 10,000 runs): it shares the database and copies the run
+    /// summaries (milliseconds), so the live store's lock is held only for the copy and
+    /// the engine's writes never wait on a query's computation.
+    pub fn reader(&self) -> Store {
+        Store {
+            dir: self.dir.clone(),
+            backend: Arc::clone(&self.backend),
+            runs: self.runs.clone(),
+            digests: self.digests.clone(),
+            plan: self.plan.clone(),
+            next_seq: self.next_seq,
+            life: self.life,
+            copy: None,
+        }
     }
 
     /// This store was opened from `copy`, a snapshot of the live store in `dir`.

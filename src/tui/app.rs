@@ -2,8 +2,12 @@
 //! per run, GPU history, and what the operator is looking at. Pure: keys go in, effects
 //! (commands for the engine, a pager, an export) come out; the loop in `mod.rs` does them.
 
+mod command;
 mod events;
 mod keys;
+mod results;
+
+pub use results::{needs_a_look, ResultsState, RowSelection, StatusFilter, RESULT_COLUMNS};
 
 use super::gpu::{GpuMsg, GpuSource};
 use super::keymap::{Action, Key, KeyMap};
@@ -105,80 +109,6 @@ pub struct GpuView {
     pub mem_pct: VecDeque<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatusFilter {
-    Success,
-    Failed,
-    Held,
-    Skipped,
-    Active,
-    Queued,
-}
-
-impl StatusFilter {
-    pub const ALL: [StatusFilter; 6] = [
-        StatusFilter::Success,
-        StatusFilter::Failed,
-        StatusFilter::Held,
-        StatusFilter::Skipped,
-        StatusFilter::Active,
-        StatusFilter::Queued,
-    ];
-    pub fn label(self) -> &'static str {
-        match self {
-            StatusFilter::Success => "success",
-            StatusFilter::Failed => "failed",
-            StatusFilter::Held => "held",
-            StatusFilter::Skipped => "skipped",
-            StatusFilter::Active => "active",
-            StatusFilter::Queued => "queued",
-        }
-    }
-    pub fn matches(self, s: &RunState) -> bool {
-        matches!(
-            (self, s),
-            (StatusFilter::Queued, RunState::Queued)
-                | (StatusFilter::Active, RunState::Active { .. })
-                | (StatusFilter::Held, RunState::Held { .. })
-                | (
-                    StatusFilter::Success,
-                    RunState::Finished {
-                        outcome: Outcome::Success
-                    }
-                )
-                | (
-                    StatusFilter::Failed,
-                    RunState::Finished {
-                        outcome: Outcome::Failed { .. }
-                    }
-                )
-                | (
-                    StatusFilter::Skipped,
-                    RunState::Finished {
-                        outcome: Outcome::Skipped { .. } | Outcome::Cancelled
-                    }
-                )
-        )
-    }
-}
-
-pub const RESULT_COLUMNS: [&str; 9] = [
-    "commit", "variant", "model", "status", "category", "headline", "Δ base", "attempt", "title",
-];
-
-#[derive(Debug, Clone, Default)]
-pub struct ResultsState {
-    pub sort_col: usize,
-    pub reverse: bool,
-    pub status: Option<StatusFilter>,
-    pub category: Option<Category>,
-    pub model: Option<String>,
-    pub text: Option<String>,
-    /// Only the runs of this failure group (its id or a prefix).
-    pub group: Option<String>,
-    pub selected: usize,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub enum Confirm {
     Quit,
@@ -236,6 +166,8 @@ pub struct Hits {
     /// The run the action keys applied to when the screen was last drawn: a key acts on the
     /// run the operator saw selected, even if events moved the list since.
     pub shown: Cell<Option<RunId>>,
+    /// How far the help screen can scroll at its last drawn size.
+    pub help_max: Cell<usize>,
 }
 
 pub struct App {
@@ -263,6 +195,9 @@ pub struct App {
     pub gpus: Vec<GpuView>,
     pub view: View,
     pub focus: Pane,
+    /// The queue's selection, by identity: the commit's index in the plan (the queue lists
+    /// the plan's commits in plan order, whatever happens to their runs) and the variant's
+    /// column. The results view keeps its own, by run ([`RowSelection`]).
     pub sel_commit: usize,
     pub sel_variant: usize,
     /// Until the operator moves, the selection follows the newest active run.
@@ -429,6 +364,21 @@ impl App {
         self.failure_groups().iter().find(|g| g.id == id).cloned()
     }
 
+    /// The daemon's whole state, sent when this client fell behind and events were
+    /// dropped. Selections are runs and commits, not rows, so they stay where they were;
+    /// what was made from the old state is made again.
+    pub fn on_state(&mut self, state: SweepState) {
+        self.state = state;
+        self.learned.take();
+        self.groups.take();
+        let watched = self.selected_run();
+        if self.auto_select && !watched.is_some_and(|r| self.state.run(r).state.is_active()) {
+            if let Some(r) = self.newest_active() {
+                self.select_run(r);
+            }
+        }
+    }
+
     pub fn selected_run(&self) -> Option<RunId> {
         self.cells
             .get(self.sel_commit)
@@ -474,81 +424,6 @@ impl App {
             .filter(|h| h.is_some())
             .count() as u32
     }
-
-    /// Rows of the results view after filtering and sorting.
-    pub fn result_rows(&self) -> Vec<RunId> {
-        let f = &self.results;
-        let text = f.text.as_ref().map(|t| t.to_lowercase());
-        let model = f.model.as_ref().map(|t| t.to_lowercase());
-        let in_group: Option<std::collections::HashSet<String>> = f.group.as_ref().map(|id| {
-            let id = id.to_ascii_lowercase();
-            self.failure_groups()
-                .iter()
-                .filter(|g| g.id.starts_with(&id))
-                .flat_map(|g| g.runs.iter().cloned())
-                .collect()
-        });
-        let rows: Vec<RunId> = self
-            .plan
-            .runs
-            .iter()
-            .filter(|spec| {
-                let r = self.state.run(spec.id);
-                let c = self.plan.commit_of(spec);
-                f.status.is_none_or(|s| s.matches(&r.state))
-                    && in_group.as_ref().is_none_or(|g| g.contains(&spec.key))
-                    && f.category
-                        .is_none_or(|cat| run_category(&r.state, r.finding.as_ref()) == Some(cat))
-                    && model
-                        .as_ref()
-                        .is_none_or(|m| c.model.as_deref().unwrap_or("").to_lowercase().contains(m))
-                    && text.as_ref().is_none_or(|t| {
-                        spec.key.to_lowercase().contains(t)
-                            || c.title.to_lowercase().contains(t)
-                            || c.model.as_deref().unwrap_or("").to_lowercase().contains(t)
-                            || r.state.label().to_lowercase().contains(t)
-                    })
-            })
-            .map(|s| s.id)
-            .collect();
-        let col = f.sort_col;
-        let mut keyed: Vec<(SortKey, RunId)> = rows
-            .into_iter()
-            .map(|r| (self.sort_key(r, col), r))
-            .collect();
-        keyed.sort_by(|(ka, a), (kb, b)| ka.cmp_to(kb, f.reverse).then(a.cmp(b)));
-        keyed.into_iter().map(|(_, r)| r).collect()
-    }
-
-    fn sort_key(&self, run: RunId, col: usize) -> SortKey {
-        let spec = &self.plan.runs[run.0 as usize];
-        let c = self.plan.commit_of(spec);
-        let r = self.state.run(run);
-        match col {
-            0 => SortKey::Text(c.commit.clone()),
-            1 => SortKey::Num(spec.variant.order() as f64),
-            2 => SortKey::Text(c.model.clone().unwrap_or_default()),
-            3 => SortKey::Text(r.state.label()),
-            4 => SortKey::Text(
-                run_category(&r.state, r.finding.as_ref())
-                    .map(|c| c.to_string())
-                    .unwrap_or_default(),
-            ),
-            5 => SortKey::Opt(headline(&r.metrics).map(|h| h.1)),
-            6 => SortKey::Opt(self.delta_pct(run)),
-            7 => SortKey::Num(r.attempt as f64),
-            _ => SortKey::Text(c.title.clone()),
-        }
-    }
-
-    /// The headline metric's improvement over this commit's baseline, in percent (positive
-    /// is better whichever way the metric points; `crate::metric::delta_label` words it).
-    pub fn delta_pct(&self, run: RunId) -> Option<f64> {
-        let base = self.baseline_of.get(run.0 as usize).copied().flatten()?;
-        let (k, v) = headline(&self.state.run(run).metrics)?;
-        let b = *self.state.run(base).metrics.get(k)?;
-        crate::metric::improvement_pct(k, v, b)
-    }
 }
 
 /// What the cached failure groups were made from: failed, held, skipped, attempts.
@@ -559,31 +434,6 @@ enum Focus {
     Queue,
     Logs,
     Results,
-}
-
-enum SortKey {
-    Text(String),
-    Num(f64),
-    Opt(Option<f64>),
-}
-
-impl SortKey {
-    /// Missing values sort last in either direction.
-    fn cmp_to(&self, o: &SortKey, reverse: bool) -> std::cmp::Ordering {
-        use std::cmp::Ordering::*;
-        let dir = |x: std::cmp::Ordering| if reverse { x.reverse() } else { x };
-        match (self, o) {
-            (SortKey::Text(a), SortKey::Text(b)) => dir(a.cmp(b)),
-            (SortKey::Num(a), SortKey::Num(b)) => dir(a.total_cmp(b)),
-            (SortKey::Opt(a), SortKey::Opt(b)) => match (a, b) {
-                (Some(a), Some(b)) => dir(a.total_cmp(b)),
-                (Some(_), None) => Less,
-                (None, Some(_)) => Greater,
-                (None, None) => Equal,
-            },
-            _ => Equal,
-        }
-    }
 }
 
 /// The failure category of a run, observed or predicted.

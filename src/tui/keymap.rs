@@ -38,9 +38,12 @@ pub enum Action {
     Follow,
     LogTab,
     SortNext,
+    SortPrev,
     SortReverse,
     FilterStatus,
     Detach,
+    NextProblem,
+    PrevProblem,
 }
 
 impl Action {
@@ -196,7 +199,7 @@ impl Default for KeyMap {
                     &[c('S')],
                     SkipCategory,
                     run,
-                    "skip every queued run of this failure category",
+                    "skip all held or queued runs of this failure category (asks)",
                     None,
                 ),
                 b(
@@ -284,6 +287,20 @@ impl Default for KeyMap {
                     None,
                 ),
                 b(
+                    &[c(']')],
+                    NextProblem,
+                    nav,
+                    "next held or failed run",
+                    Some("held/failed"),
+                ),
+                b(
+                    &[c('[')],
+                    PrevProblem,
+                    nav,
+                    "previous held or failed run",
+                    None,
+                ),
+                b(
                     &[c('/')],
                     Search,
                     logs,
@@ -294,11 +311,12 @@ impl Default for KeyMap {
                 b(&[c('N')], SearchPrev, logs, "previous match", None),
                 b(&[c('F')], Follow, logs, "follow mode on/off", None),
                 b(&[c('b')], LogTab, logs, "server / benchmark log tab", None),
+                b(&[c('>')], SortNext, res, "sort by the next column", None),
                 b(
-                    &[c('<'), c('>')],
-                    SortNext,
+                    &[c('<')],
+                    SortPrev,
                     res,
-                    "sort by the next column",
+                    "sort by the previous column",
                     None,
                 ),
                 b(&[c('i')], SortReverse, res, "reverse the sort order", None),
@@ -416,10 +434,10 @@ impl KeyMap {
             .collect()
     }
 
-    pub fn hints(&self) -> Vec<(String, &'static str)> {
+    pub fn hints(&self) -> Vec<(String, &'static str, Action)> {
         self.bindings
             .iter()
-            .filter_map(|b| Some((b.keys.first()?.label(), b.hint?)))
+            .filter_map(|b| Some((b.keys.first()?.label(), b.hint?, b.action)))
             .collect()
     }
 }

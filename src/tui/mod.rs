@@ -15,6 +15,10 @@ pub mod session;
 pub mod terminal;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_gpu;
+#[cfg(test)]
+mod tests_selection;
 pub mod theme;
 pub mod views;
 
@@ -329,7 +333,11 @@ pub fn on_mouse(app: &mut App, kind: MouseEventKind, x: u16, y: u16) {
             if app.view == View::Results {
                 let r = app.hits.results_rows.get();
                 if inside(r, x, y) {
-                    app.results.selected = app.hits.results_offset.get() + (y - r.y) as usize;
+                    let row = app.hits.results_offset.get() + (y - r.y) as usize;
+                    let rows = app.result_rows();
+                    if row < rows.len() {
+                        app.results.selected.select_row(&rows, row);
+                    }
                 }
                 return;
             }

@@ -63,10 +63,10 @@ pub fn envelopes(mut rx: UnboundedReceiver<Envelope>) -> UnboundedReceiver<Incom
     out
 }
 
-fn take(app: &mut App, m: Incoming) {
+pub(super) fn take(app: &mut App, m: Incoming) {
     match m {
         Incoming::Event(env) => app.on_envelope(&env),
-        Incoming::State(st) => app.state = st,
+        Incoming::State(st) => app.on_state(st),
     }
 }
 

@@ -13,14 +13,14 @@ use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use std::sync::Arc;
 
-const T0: u64 = 1_700_000_000_000;
+pub(super) const T0: u64 = 1_700_000_000_000;
 
-struct Feed {
-    seq: u64,
+pub(super) struct Feed {
+    pub(super) seq: u64,
 }
 
 impl Feed {
-    fn send(&mut self, app: &mut App, at: u64, event: Event) {
+    pub(super) fn send(&mut self, app: &mut App, at: u64, event: Event) {
         self.seq += 1;
         app.on_envelope(&Envelope {
             seq: self.seq,
@@ -28,7 +28,7 @@ impl Feed {
             event,
         });
     }
-    fn state(&mut self, app: &mut App, at: u64, run: u32, to: RunState) {
+    pub(super) fn state(&mut self, app: &mut App, at: u64, run: u32, to: RunState) {
         let from = app.state.run(RunId(run)).state.clone();
         let gpus = if matches!(
             to,
@@ -53,13 +53,13 @@ impl Feed {
             },
         );
     }
-    fn succeed(&mut self, app: &mut App, at: u64, run: u32) {
+    pub(super) fn succeed(&mut self, app: &mut App, at: u64, run: u32) {
         let to = RunState::Finished {
             outcome: Outcome::Success,
         };
         self.state(app, at, run, to);
     }
-    fn stages(&mut self, app: &mut App, at: u64, run: u32, upto: Stage) {
+    pub(super) fn stages(&mut self, app: &mut App, at: u64, run: u32, upto: Stage) {
         for (i, s) in Stage::ALL.iter().enumerate() {
             self.state(
                 app,
@@ -72,7 +72,7 @@ impl Feed {
             }
         }
     }
-    fn log(&mut self, app: &mut App, at: u64, run: u32, stream: Stream, line: &str) {
+    pub(super) fn log(&mut self, app: &mut App, at: u64, run: u32, stream: Stream, line: &str) {
         self.send(
             app,
             at,
@@ -85,7 +85,7 @@ impl Feed {
             },
         );
     }
-    fn metric(&mut self, app: &mut App, at: u64, run: u32, key: &str, value: f64) {
+    pub(super) fn metric(&mut self, app: &mut App, at: u64, run: u32, key: &str, value: f64) {
         self.send(
             app,
             at,
@@ -256,13 +256,13 @@ pub fn scene() -> App {
     app
 }
 
-fn render(app: &App, w: u16, h: u16) -> String {
+pub(super) fn render(app: &App, w: u16, h: u16) -> String {
     let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
     t.draw(|f| super::views::draw(f, app)).unwrap();
     format!("{}", t.backend())
 }
 
-fn key(app: &mut App, c: char) -> Vec<Effect> {
+pub(super) fn key(app: &mut App, c: char) -> Vec<Effect> {
     app.on_key(Key::ch(c))
 }
 

@@ -404,6 +404,13 @@ fn file_cases(c: &mut Campaign) {
             let text = with_commits_file(p);
             c.plan("plan: commits_file", format!("commits_file: {what}"), text, Expect::Refuse);
         }
+        // Paths the plan names for later (read by `plan check` or not): valid or refused
+        // with the plan's path, never a hang on a device.
+        let patch = "patch = \"patches/{commit8}.diff\"";
+        c.plan(f, format!("agent patch {what}"), replace_once(BASE, patch, &format!("patch = \"{p}\"")), Expect::Either);
+        let src = format!("ipc = \"host\"\nvllm_src = \"{p}\"\nhf_cache = \"{p}\"");
+        c.plan(f, format!("vllm_src and hf_cache {what}"), replace_once(BASE, "ipc = \"host\"", &src), Expect::Either);
+        c.plan(f, format!("dataset {what}"), format!("{BASE}[datasets]\nsharegpt = \"{p}\"\n"), Expect::Either);
     }
     // What is in a commits file: errors there name the commits file.
     let good = r#"{"commit": "4b243095e5e7b655b63ab08fbd5936cb40850415", "parent": "64172a976c8d975b3aec946f1675716d2532d94f", "model": "m", "perf_command": "python benchmarks/benchmark_latency.py --model m"}"#;

@@ -396,12 +396,15 @@ impl DockerRuntime {
                 let mut inv =
                     rewrite::plan(&job.view, &facts_r).map_err(|r| bench_invalid(r.reason))?;
                 rewrite::warm_up(&mut inv, self.cfg.warmup_requests, &client);
+                // Two variants that got here at once both planned: the first one stored
+                // wins, so they still run the same benchmark.
                 self.caches
                     .plans
                     .lock()
                     .unwrap()
-                    .insert(job.commit.clone(), inv.clone());
-                inv
+                    .entry(job.commit.clone())
+                    .or_insert(inv)
+                    .clone()
             }
         };
         if matches!(invocation.program, Program::Script(_)) && bench_dir.is_empty() {

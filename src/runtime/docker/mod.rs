@@ -418,11 +418,19 @@ pub fn gpu_census() -> Result<u32, String> {
     }
 }
 
+/// What the Docker runtime takes from the command line (`run`'s image options).
+#[derive(Debug, Clone)]
+pub struct DockerOptions {
+    pub min_free_bytes: u64,
+    pub build: build::BuildConfig,
+    pub build_dockerfile: Option<std::path::PathBuf>,
+}
+
 /// For `nightshift run --runtime docker`: check that Docker answers (with a hint when it
 /// does not), then build the runtime from the plan. Err is the exit status.
 pub fn for_cli(
     plan: &Plan,
-    opts: &crate::cli::DockerOptions,
+    opts: &DockerOptions,
     gpus: Option<u32>,
     recipes: Arc<crate::diagnose::RecipeBook>,
 ) -> Result<Arc<dyn Runtime>, i32> {

@@ -475,7 +475,7 @@ impl Runtime for Hosts {
 pub fn for_cli(
     plan: &crate::plan::Plan,
     file: &std::path::Path,
-    opts: &crate::cli::DockerOptions,
+    opts: &crate::runtime::docker::DockerOptions,
     gpus: Option<u32>,
     recipes: Arc<crate::diagnose::RecipeBook>,
 ) -> Result<(Arc<dyn Runtime>, u32), i32> {

@@ -1,5 +1,4 @@
-//! What keys do: the keymap's actions, selection and scrolling, log search, and the `:`
-//! command line.
+//! What keys do: the keymap's actions, selection and scrolling, log search.
 
 use super::*;
 
@@ -55,7 +54,6 @@ impl App {
                     self.popup = None;
                     self.view = View::Results;
                     self.results.group = Some(id);
-                    self.results.selected = 0;
                     vec![]
                 }
                 KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('n') => {
@@ -105,9 +103,16 @@ impl App {
 
     pub fn on_action(&mut self, action: Action) -> Vec<Effect> {
         if let Some(Popup::Help { scroll }) = &mut self.popup {
+            // Clamped to the last drawn size: lines scrolled past the end would have to be
+            // scrolled back, unseen, before the screen moves again.
+            let max = self.hits.help_max.get();
             match action {
-                Action::Down => *scroll += 1,
-                Action::Up => *scroll = scroll.saturating_sub(1),
+                Action::Down => *scroll = (*scroll + 1).min(max),
+                Action::PageDown => *scroll = (*scroll + 10).min(max),
+                Action::Bottom => *scroll = max,
+                Action::Up => *scroll = scroll.saturating_sub(1).min(max),
+                Action::PageUp => *scroll = scroll.saturating_sub(10).min(max),
+                Action::Top => *scroll = 0,
                 Action::Quit | Action::Back | Action::Help | Action::Enter => self.popup = None,
                 _ => {}
             }
@@ -177,7 +182,7 @@ impl App {
                     self.auto_select = false;
                     self.sel_commit = 0;
                 }
-                Focus::Results => self.results.selected = 0,
+                Focus::Results => self.results.selected.select_row(&self.result_rows(), 0),
                 Focus::Logs => {
                     self.follow = false;
                     self.log_scroll = self.shown_log().map_or(0, |l| l.len());
@@ -188,9 +193,10 @@ impl App {
                     self.auto_select = false;
                     self.sel_commit = self.cells.len().saturating_sub(1);
                 }
-                Focus::Results => {
-                    self.results.selected = self.result_rows().len().saturating_sub(1)
-                }
+                Focus::Results => self
+                    .results
+                    .selected
+                    .select_row(&self.result_rows(), usize::MAX),
                 Focus::Logs => {
                     self.follow = true;
                     self.log_scroll = 0;
@@ -333,9 +339,13 @@ impl App {
                 self.log_scroll = 0;
                 self.search_at = None;
             }
-            Action::SortNext => {
-                self.results.sort_col = (self.results.sort_col + 1) % RESULT_COLUMNS.len()
+            Action::SortNext | Action::SortPrev => {
+                let n = RESULT_COLUMNS.len();
+                let step = if action == Action::SortNext { 1 } else { n - 1 };
+                self.results.sort_col = (self.results.sort_col + step) % n;
             }
+            Action::NextProblem => self.jump_to_problem(true),
+            Action::PrevProblem => self.jump_to_problem(false),
             Action::SortReverse => self.results.reverse = !self.results.reverse,
             Action::FilterStatus => {
                 self.results.status = match self.results.status {
@@ -345,26 +355,9 @@ impl App {
                         StatusFilter::ALL.get(i + 1).copied()
                     }
                 };
-                self.results.selected = 0;
             }
         }
         vec![]
-    }
-
-    /// The group a `:…-group` command means: the id given (one group's, or a prefix of
-    /// one), else the selected run's group.
-    fn group_arg(&self, arg: &str) -> Result<String, String> {
-        if arg.trim().is_empty() {
-            return self
-                .action_run()
-                .and_then(|r| self.group_of(r))
-                .map(|g| g.id)
-                .ok_or_else(|| {
-                    "the selected run has no failure group; name one (results view lists them)"
-                        .into()
-                });
-        }
-        crate::report::groups::find(&self.failure_groups(), arg).map(|g| g.id.clone())
     }
 
     /// The fix a group's runs were offered, if any was.
@@ -382,7 +375,7 @@ impl App {
     /// selection.
     pub fn action_run(&self) -> Option<RunId> {
         if self.view == View::Results {
-            self.result_rows().get(self.results.selected).copied()
+            self.results_run()
         } else {
             self.selected_run()
         }
@@ -406,11 +399,40 @@ impl App {
                 self.search_at = None;
             }
             Focus::Results => {
-                let max = self.result_rows().len().saturating_sub(1) as isize;
-                self.results.selected =
-                    (self.results.selected as isize + n).clamp(0, max.max(0)) as usize;
+                let (rows, at) = self.results_selection();
+                let to = (at.unwrap_or(0) as isize + n).max(0) as usize;
+                self.results.selected.select_row(&rows, to);
             }
             Focus::Logs => self.scroll_logs(-n),
+        }
+    }
+
+    /// Select the next (or previous) held or failed run after the selection, wrapping:
+    /// the results rows in the results view, else the queue's cells in plan order.
+    pub(super) fn jump_to_problem(&mut self, forward: bool) {
+        let found = if self.view == View::Results {
+            let (rows, at) = self.results_selection();
+            let hit = next_after(rows.len(), at, forward, |i| {
+                needs_a_look(&self.state.run(rows[i]).state)
+            });
+            hit.map(|i| self.results.selected.select_row(&rows, i))
+        } else {
+            let w = self.variants.len().max(1);
+            let cells: Vec<Option<RunId>> = self.cells.iter().flatten().copied().collect();
+            let at = self.sel_commit * w + self.sel_variant;
+            let hit = next_after(cells.len(), Some(at), forward, |i| {
+                cells[i].is_some_and(|r| needs_a_look(&self.state.run(r).state))
+            });
+            hit.map(|i| {
+                self.auto_select = false;
+                self.sel_commit = i / w;
+                self.sel_variant = i % w;
+                self.log_scroll = 0;
+                self.search_at = None;
+            })
+        };
+        if found.is_none() {
+            self.toast = Some("no held or failed run".into());
         }
     }
 
@@ -430,7 +452,6 @@ impl App {
         }
         if self.view == View::Results {
             self.results.text = Some(text);
-            self.results.selected = 0;
             return;
         }
         self.search = Some(text);
@@ -485,102 +506,24 @@ impl App {
             None => self.toast = Some(format!("no match for `{q}`")),
         }
     }
+}
 
-    /// `:` commands, k9s-style.
-    pub fn run_command_line(&mut self, line: &str) -> Vec<Effect> {
-        let mut parts = line.split_whitespace();
-        let cmd = parts.next().unwrap_or("");
-        let rest: Vec<&str> = parts.collect();
-        let arg = rest.join(" ");
-        match cmd {
-            "" => {}
-            "q" | "quit" => return self.on_action(Action::Quit),
-            "q!" | "quit!" => return vec![Effect::Quit],
-            "help" | "h" => self.popup = Some(Popup::Help { scroll: 0 }),
-            "pause" => return vec![Effect::Send(Command::Pause)],
-            "resume" => return vec![Effect::Send(Command::Resume)],
-            "export" => return vec![Effect::Export((!arg.is_empty()).then_some(arg))],
-            "sweep" | "1" => self.view = View::Sweep,
-            "logs" | "2" => self.view = View::Logs,
-            "results" | "3" => self.view = View::Results,
-            "theme" => match Theme::load(
-                &arg,
-                crate::tui::config::config_dir()
-                    .map(|d| d.join("themes"))
-                    .as_deref(),
-            ) {
-                Ok(t) => {
-                    self.theme = if self.theme.mono { t.monochrome() } else { t };
-                }
-                Err(e) => self.toast = Some(e.to_string()),
-            },
-            "skip-category" => match arg.parse::<Category>() {
-                Ok(c) => self.popup = Some(Popup::Confirm(Confirm::SkipCategory(c))),
-                Err(e) => self.toast = Some(e),
-            },
-            "skip-group" | "retry-group" => match self.group_arg(&arg) {
-                Ok(kind) => {
-                    return vec![Effect::Send(if cmd == "skip-group" {
-                        Command::SkipGroup { kind }
-                    } else {
-                        Command::RetryGroup { kind }
-                    })]
-                }
-                Err(e) => self.toast = Some(e),
-            },
-            "fix-group" => {
-                let (recipe, id) = (rest.first().copied(), rest.get(1).copied().unwrap_or(""));
-                match (recipe, self.group_arg(id)) {
-                    (Some(recipe), Ok(kind)) => {
-                        return vec![Effect::Send(Command::FixGroup {
-                            kind,
-                            recipe: recipe.to_string(),
-                        })]
-                    }
-                    (None, _) => self.toast = Some(":fix-group RECIPE [GROUP]".into()),
-                    (_, Err(e)) => self.toast = Some(e),
-                }
+/// The first index after `at` (before it, going back) in `0..len` where `hit` holds,
+/// wrapping round; `at` itself comes last.
+fn next_after(
+    len: usize,
+    at: Option<usize>,
+    forward: bool,
+    hit: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    let at = at.unwrap_or(if forward { len.saturating_sub(1) } else { 0 });
+    (1..=len)
+        .map(|k| {
+            if forward {
+                (at + k) % len
+            } else {
+                (at + len - k % len) % len
             }
-            "group" => match self.group_arg(&arg) {
-                Ok(id) => self.popup = Some(Popup::Group(id)),
-                Err(e) => self.toast = Some(e),
-            },
-            "sort" => match RESULT_COLUMNS.iter().position(|c| *c == arg) {
-                Some(i) => {
-                    self.results.sort_col = i;
-                    self.view = View::Results;
-                }
-                None => self.toast = Some(format!("columns: {}", RESULT_COLUMNS.join(", "))),
-            },
-            "filter" => {
-                self.view = View::Results;
-                self.results.selected = 0;
-                if arg.is_empty() || arg == "clear" {
-                    self.results = ResultsState {
-                        sort_col: self.results.sort_col,
-                        reverse: self.results.reverse,
-                        ..Default::default()
-                    };
-                } else if let Some(v) = arg.strip_prefix("status=") {
-                    match StatusFilter::ALL.iter().find(|s| s.label() == v) {
-                        Some(s) => self.results.status = Some(*s),
-                        None => self.toast = Some(format!("unknown status `{v}`")),
-                    }
-                } else if let Some(v) = arg.strip_prefix("category=") {
-                    match v.parse::<Category>() {
-                        Ok(c) => self.results.category = Some(c),
-                        Err(e) => self.toast = Some(e),
-                    }
-                } else if let Some(v) = arg.strip_prefix("model=") {
-                    self.results.model = Some(v.to_string());
-                } else if let Some(v) = arg.strip_prefix("group=") {
-                    self.results.group = Some(v.to_string());
-                } else {
-                    self.results.text = Some(arg);
-                }
-            }
-            other => self.toast = Some(format!("unknown command `:{other}` (try :help)")),
-        }
-        vec![]
-    }
+        })
+        .find(|&i| hit(i))
 }

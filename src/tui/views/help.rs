@@ -52,6 +52,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, scroll: usize) {
     let inner = b.inner(area);
     f.render_widget(Clear, area);
     let max_scroll = lines.len().saturating_sub(inner.height as usize);
+    app.hits.help_max.set(max_scroll);
     f.render_widget(
         Paragraph::new(lines)
             .style(t.text())

@@ -121,21 +121,43 @@ fn hint_bar(f: &mut Frame, app: &App, area: Rect) {
         );
         return;
     }
-    let mut spans = Vec::new();
+    use crate::tui::keymap::Action;
     // Detaching means something only with a daemon on the other side.
-    for (key, word) in app
+    let mut hints: Vec<(String, String, Option<Action>)> = app
         .keymap
         .hints()
         .into_iter()
-        .filter(|(_, w)| app.attached || *w != "detach")
-    {
-        spans.push(Span::styled(format!(" {key} "), t.header()));
-        spans.push(Span::styled(format!(" {word}  "), t.dim()));
+        .filter(|(_, _, a)| app.attached || *a != Action::Detach)
+        .map(|(key, word, a)| (format!(" {key} "), format!(" {word}  "), Some(a)))
+        .collect();
+    let width: usize = hints
+        .iter()
+        .map(|(k, w, _)| k.chars().count() + w.chars().count())
+        .sum();
+    // The jump to the next held or failed run is the first to give up its place: the keys
+    // that act, `?` and `q` matter more on a narrow terminal.
+    if width > area.width as usize {
+        hints.retain(|(_, _, a)| *a != Some(Action::NextProblem));
     }
-    spans.push(Span::styled(
+    hints.push((
+        String::new(),
         format!(" 1 sweep 2 logs 3 results · {} ", app.theme.name),
-        t.dim(),
+        None,
     ));
+    // Whole hints only: half a word is not a hint.
+    let mut spans = Vec::new();
+    let mut used = 0;
+    for (k, w, _) in hints {
+        let n = k.chars().count() + w.chars().count();
+        if used + n > area.width as usize {
+            break;
+        }
+        used += n;
+        if !k.is_empty() {
+            spans.push(Span::styled(k, t.header()));
+        }
+        spans.push(Span::styled(w, t.dim()));
+    }
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 

@@ -130,7 +130,11 @@ fn confirm(f: &mut Frame, app: &App, area: Rect, c: &Confirm) {
         ),
         Confirm::SkipCategory(cat) => (
             " skip category? ",
-            format!("Skip every held or queued run whose failure is {cat}?"),
+            match app.skippable(*cat) {
+                0 => format!("No held or queued run has failure {cat}: nothing to skip."),
+                1 => format!("Skip 1 run (held or queued) whose failure is {cat}?"),
+                n => format!("Skip {n} runs (held or queued) whose failure is {cat}?"),
+            },
         ),
     };
     let r = centered(area, 60, 7);

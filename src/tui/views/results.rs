@@ -6,16 +6,16 @@ use crate::tui::app::{headline, run_category, App, RESULT_COLUMNS};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Row, Table};
+use ratatui::widgets::{Cell, Paragraph, Row, Table};
 use ratatui::Frame;
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.theme;
-    let rows = app.result_rows();
+    let (rows, sel) = app.results_selection();
     let r = &app.results;
     // The selected run's commit, charted under the table when there is room.
-    let picked = rows
-        .get(r.selected.min(rows.len().saturating_sub(1)))
+    let picked = sel
+        .and_then(|i| rows.get(i))
         .map(|run| app.plan.runs[run.0 as usize].commit);
     let (area, panel) = match picked {
         Some(c) if area.height >= 22 => {
@@ -80,7 +80,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let inner = b.inner(area);
     f.render_widget(b, area);
     let body_h = inner.height.saturating_sub(1) as usize;
-    let sel = r.selected.min(rows.len().saturating_sub(1));
+    let sel = sel.unwrap_or(0);
     let mut offset = app.hits.results_offset.get();
     if sel < offset {
         offset = sel;
@@ -160,6 +160,28 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Table::new(body, widths).header(header).column_spacing(1),
         inner,
     );
+    if rows.is_empty() && inner.height >= 2 {
+        // A blank table reads as a broken screen, or as a night with nothing in it.
+        let why = if filters.is_empty() {
+            "no runs in this plan".to_string()
+        } else {
+            format!(
+                "no runs match {} · {} cycles the status, :filter clear shows all",
+                filters.join(" "),
+                app.keymap
+                    .label_of(crate::tui::keymap::Action::FilterStatus)
+            )
+        };
+        let at = Rect {
+            y: inner.y + 1,
+            height: 1,
+            ..inner
+        };
+        f.render_widget(
+            Paragraph::new(fit(&why, inner.width as usize)).style(Style::default().fg(t.warn)),
+            at,
+        );
+    }
 }
 
 /// One row per failure group (largest first): id, runs, first line, models, vLLM.

@@ -1,0 +1,119 @@
+//! The `:` command line, k9s-style.
+
+use super::*;
+
+impl App {
+    /// The group a `:…-group` command means: the id given (one group's, or a prefix of
+    /// one), else the selected run's group.
+    fn group_arg(&self, arg: &str) -> Result<String, String> {
+        if arg.trim().is_empty() {
+            return self
+                .action_run()
+                .and_then(|r| self.group_of(r))
+                .map(|g| g.id)
+                .ok_or_else(|| {
+                    "the selected run has no failure group; name one (results view lists them)"
+                        .into()
+                });
+        }
+        crate::report::groups::find(&self.failure_groups(), arg).map(|g| g.id.clone())
+    }
+
+    /// `:` commands, k9s-style.
+    pub fn run_command_line(&mut self, line: &str) -> Vec<Effect> {
+        let mut parts = line.split_whitespace();
+        let cmd = parts.next().unwrap_or("");
+        let rest: Vec<&str> = parts.collect();
+        let arg = rest.join(" ");
+        match cmd {
+            "" => {}
+            "q" | "quit" => return self.on_action(Action::Quit),
+            "q!" | "quit!" => return vec![Effect::Quit],
+            "help" | "h" => self.popup = Some(Popup::Help { scroll: 0 }),
+            "pause" => return vec![Effect::Send(Command::Pause)],
+            "resume" => return vec![Effect::Send(Command::Resume)],
+            "export" => return vec![Effect::Export((!arg.is_empty()).then_some(arg))],
+            "sweep" | "1" => self.view = View::Sweep,
+            "logs" | "2" => self.view = View::Logs,
+            "results" | "3" => self.view = View::Results,
+            "theme" => match Theme::load(
+                &arg,
+                crate::tui::config::config_dir()
+                    .map(|d| d.join("themes"))
+                    .as_deref(),
+            ) {
+                Ok(t) => {
+                    self.theme = if self.theme.mono { t.monochrome() } else { t };
+                }
+                Err(e) => self.toast = Some(e.to_string()),
+            },
+            "skip-category" => match arg.parse::<Category>() {
+                Ok(c) => self.popup = Some(Popup::Confirm(Confirm::SkipCategory(c))),
+                Err(e) => self.toast = Some(e),
+            },
+            "skip-group" | "retry-group" => match self.group_arg(&arg) {
+                Ok(kind) => {
+                    return vec![Effect::Send(if cmd == "skip-group" {
+                        Command::SkipGroup { kind }
+                    } else {
+                        Command::RetryGroup { kind }
+                    })]
+                }
+                Err(e) => self.toast = Some(e),
+            },
+            "fix-group" => {
+                let (recipe, id) = (rest.first().copied(), rest.get(1).copied().unwrap_or(""));
+                match (recipe, self.group_arg(id)) {
+                    (Some(recipe), Ok(kind)) => {
+                        return vec![Effect::Send(Command::FixGroup {
+                            kind,
+                            recipe: recipe.to_string(),
+                        })]
+                    }
+                    (None, _) => self.toast = Some(":fix-group RECIPE [GROUP]".into()),
+                    (_, Err(e)) => self.toast = Some(e),
+                }
+            }
+            "group" => match self.group_arg(&arg) {
+                Ok(id) => self.popup = Some(Popup::Group(id)),
+                Err(e) => self.toast = Some(e),
+            },
+            "sort" => match RESULT_COLUMNS.iter().position(|c| *c == arg) {
+                Some(i) => {
+                    self.results.sort_col = i;
+                    self.view = View::Results;
+                }
+                None => self.toast = Some(format!("columns: {}", RESULT_COLUMNS.join(", "))),
+            },
+            "filter" => {
+                self.view = View::Results;
+                if arg.is_empty() || arg == "clear" {
+                    self.results = ResultsState {
+                        sort_col: self.results.sort_col,
+                        reverse: self.results.reverse,
+                        selected: self.results.selected.clone(),
+                        ..Default::default()
+                    };
+                } else if let Some(v) = arg.strip_prefix("status=") {
+                    match StatusFilter::ALL.iter().find(|s| s.label() == v) {
+                        Some(s) => self.results.status = Some(*s),
+                        None => self.toast = Some(format!("unknown status `{v}`")),
+                    }
+                } else if let Some(v) = arg.strip_prefix("category=") {
+                    match v.parse::<Category>() {
+                        Ok(c) => self.results.category = Some(c),
+                        Err(e) => self.toast = Some(e),
+                    }
+                } else if let Some(v) = arg.strip_prefix("model=") {
+                    self.results.model = Some(v.to_string());
+                } else if let Some(v) = arg.strip_prefix("group=") {
+                    self.results.group = Some(v.to_string());
+                } else {
+                    self.results.text = Some(arg);
+                }
+            }
+            other => self.toast = Some(format!("unknown command `:{other}` (try :help)")),
+        }
+        vec![]
+    }
+}

@@ -1,0 +1,258 @@
+//! The selection is a run, not a row (#25): whatever moves the rows (another client's
+//! skip, a resync from the daemon, a new sort) the highlight and the keys stay on the run
+//! the operator picked. And the keys around it: `<` back, `S` counts, the help stops at
+//! its end, `]`/`[` jump to what needs a look, an empty list says so.
+
+use super::app::{App, Confirm, Effect, Popup, View};
+use super::session::{take, Incoming};
+use super::tests::{key, render, scene, Feed};
+use crate::category::Category;
+use crate::event::Command;
+use crate::model::{Outcome, RunId, RunState, Stage};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+
+fn ids(v: &[u32]) -> Vec<RunId> {
+    v.iter().map(|i| RunId(*i)).collect()
+}
+
+fn held(app: &mut App, f: &mut Feed, runs: &[u32]) {
+    for run in runs {
+        f.stages(app, 150_000, *run, Stage::LoadingServer);
+        let to = RunState::Held {
+            category: Category::CudaOom,
+        };
+        f.state(app, 160_000, *run, to);
+    }
+}
+
+fn skipped() -> RunState {
+    RunState::Finished {
+        outcome: Outcome::Skipped {
+            reason: "skipped by the operator".into(),
+        },
+    }
+}
+
+/// The results row drawn highlighted (by its colour, as the operator sees it).
+fn highlighted(app: &App, w: u16, h: u16) -> Option<String> {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| super::views::draw(f, app)).unwrap();
+    let r = app.hits.results_rows.get();
+    let buf = t.backend().buffer();
+    (r.y..r.y + r.height)
+        .find(|&y| buf[(r.x, y)].bg == app.theme.selected_bg)
+        .map(|y| (r.x..r.x + r.width).map(|x| buf[(x, y)].symbol()).collect())
+}
+
+fn variant_of(app: &App, run: u32) -> String {
+    let spec = &app.plan.runs[run as usize];
+    format!("{} {}", app.plan.commit_of(spec).short(), spec.variant)
+}
+
+/// Run `run`'s row is the highlighted one: its commit and variant, in that order.
+fn assert_highlighted(app: &App, run: u32) {
+    let line = highlighted(app, 160, 48).expect("a highlighted row");
+    let want = variant_of(app, run);
+    let words: Vec<&str> = line.split_whitespace().take(2).collect();
+    assert_eq!(words.join(" "), want, "{line}");
+}
+
+#[test]
+fn a_row_leaving_above_the_selection_leaves_it_on_its_run() {
+    let mut app = scene();
+    let mut f = Feed { seq: 10_000 };
+    held(&mut app, &mut f, &[10, 11, 12]);
+    app.run_command_line("filter status=held");
+    assert_eq!(app.result_rows(), ids(&[2, 10, 11, 12]));
+    key(&mut app, 'j');
+    key(&mut app, 'j');
+    assert_eq!(app.action_run(), Some(RunId(11)));
+    assert_highlighted(&app, 11);
+    // Another client skips run 10: the row above the selection goes.
+    f.state(&mut app, 170_000, 10, skipped());
+    assert_eq!(app.result_rows(), ids(&[2, 11, 12]));
+    assert_highlighted(&app, 11);
+    assert_eq!(
+        key(&mut app, 's'),
+        vec![Effect::Send(Command::Skip { run: RunId(11) })]
+    );
+    // The selected run itself leaves (skipped): the nearest row is highlighted and is
+    // what the keys act on.
+    f.state(&mut app, 171_000, 11, skipped());
+    assert_eq!(app.result_rows(), ids(&[2, 12]));
+    assert_highlighted(&app, 12);
+    assert_eq!(
+        key(&mut app, 'r'),
+        vec![Effect::Send(Command::Retry { run: RunId(12) })]
+    );
+}
+
+#[test]
+fn a_resync_from_the_daemon_keeps_the_selected_run() {
+    let mut app = scene();
+    let mut f = Feed { seq: 10_000 };
+    held(&mut app, &mut f, &[11, 12]);
+    app.run_command_line("filter status=held");
+    assert_eq!(app.result_rows(), ids(&[2, 11, 12]));
+    key(&mut app, 'j');
+    assert_highlighted(&app, 11);
+    // Events were dropped; the daemon sends its whole state, in which run 10 was retried
+    // and came back held: a row appears above the selection.
+    let mut st = app.state.clone();
+    st.runs[10].state = RunState::Held {
+        category: Category::CudaOom,
+    };
+    take(&mut app, Incoming::State(st));
+    assert_eq!(app.result_rows(), ids(&[2, 10, 11, 12]));
+    assert_highlighted(&app, 11);
+    assert_eq!(
+        key(&mut app, 's'),
+        vec![Effect::Send(Command::Skip { run: RunId(11) })]
+    );
+}
+
+#[test]
+fn a_new_sort_keeps_the_selected_run() {
+    let mut app = scene();
+    key(&mut app, '3');
+    for _ in 0..20 {
+        key(&mut app, 'j');
+    }
+    let x = app.action_run().expect("a selected run");
+    assert_eq!(app.state.run(x).state, RunState::Queued);
+    let before = app.result_rows().iter().position(|r| *r == x);
+    assert_highlighted(&app, x.0);
+    // By variant: every baseline first, so the run moves up the list.
+    key(&mut app, '>');
+    assert_eq!(app.results.sort_col, 1);
+    assert_ne!(app.result_rows().iter().position(|r| *r == x), before);
+    assert_highlighted(&app, x.0);
+    key(&mut app, 'i');
+    assert_highlighted(&app, x.0);
+    assert_eq!(
+        key(&mut app, 's'),
+        vec![Effect::Send(Command::Skip { run: x })]
+    );
+    // And through a filter that keeps it, and one that clears.
+    app.run_command_line("filter status=queued");
+    assert_highlighted(&app, x.0);
+    app.run_command_line("filter clear");
+    assert_highlighted(&app, x.0);
+}
+
+#[test]
+fn less_than_sorts_back_and_greater_than_forward() {
+    let mut app = scene();
+    key(&mut app, '3');
+    key(&mut app, '>');
+    key(&mut app, '>');
+    assert_eq!(app.results.sort_col, 2);
+    key(&mut app, '<');
+    assert_eq!(app.results.sort_col, 1);
+    key(&mut app, '<');
+    key(&mut app, '<');
+    assert_eq!(app.results.sort_col, super::app::RESULT_COLUMNS.len() - 1);
+}
+
+#[test]
+fn skipping_a_category_says_how_many_runs_it_skips() {
+    let mut app = scene();
+    let mut f = Feed { seq: 10_000 };
+    held(&mut app, &mut f, &[10, 11]);
+    app.select_run(RunId(10));
+    render(&app, 80, 24);
+    assert!(key(&mut app, 'S').is_empty());
+    assert_eq!(
+        app.popup,
+        Some(Popup::Confirm(Confirm::SkipCategory(Category::CudaOom)))
+    );
+    let s = render(&app, 100, 30);
+    assert!(
+        s.contains("Skip 2 runs (held or queued) whose failure is cuda_oom?"),
+        "{s}"
+    );
+    app.popup = None;
+    app.select_run(RunId(2));
+    render(&app, 80, 24);
+    key(&mut app, 'S');
+    let s = render(&app, 100, 30);
+    assert!(s.contains("Skip 1 run (held or queued)"), "{s}");
+}
+
+#[test]
+fn help_scrolling_stops_at_its_end() {
+    let mut app = scene();
+    key(&mut app, '?');
+    let top = render(&app, 100, 30);
+    for _ in 0..500 {
+        key(&mut app, 'j');
+    }
+    let bottom = render(&app, 100, 30);
+    let Some(Popup::Help { scroll }) = app.popup else {
+        panic!("help is open")
+    };
+    assert!(scroll > 0 && scroll < 100, "{scroll}");
+    assert_ne!(top, bottom);
+    // One key up moves the screen at once: nothing was scrolled past the end.
+    key(&mut app, 'k');
+    assert_ne!(render(&app, 100, 30), bottom);
+    key(&mut app, 'G');
+    assert_eq!(render(&app, 100, 30), bottom);
+    key(&mut app, 'g');
+    assert_eq!(render(&app, 100, 30), top);
+}
+
+#[test]
+fn brackets_jump_between_held_and_failed_runs() {
+    let mut app = scene();
+    // The scene watches run 6; run 2 (commit 0) is held, run 3 (commit 1) failed.
+    assert_eq!(app.selected_run(), Some(RunId(6)));
+    key(&mut app, ']');
+    assert_eq!(app.selected_run(), Some(RunId(2)), "wraps round");
+    key(&mut app, ']');
+    assert_eq!(app.selected_run(), Some(RunId(3)));
+    key(&mut app, '[');
+    assert_eq!(app.selected_run(), Some(RunId(2)));
+    render(&app, 160, 48);
+    assert_eq!(
+        key(&mut app, 's'),
+        vec![Effect::Send(Command::Skip { run: RunId(2) })]
+    );
+    // In the results view, over its rows.
+    key(&mut app, '3');
+    assert_eq!(app.view, View::Results);
+    key(&mut app, ']');
+    let first = app.action_run();
+    assert!(
+        matches!(first, Some(RunId(2)) | Some(RunId(3))),
+        "{first:?}"
+    );
+    key(&mut app, ']');
+    assert_ne!(app.action_run(), first);
+    // Documented where the operator looks.
+    let help = {
+        key(&mut app, '?');
+        render(&app, 100, 60)
+    };
+    assert!(help.contains("next held or failed run"), "{help}");
+    app.popup = None;
+    assert!(render(&app, 160, 48).contains("]  held/failed"));
+}
+
+#[test]
+fn an_empty_filtered_list_says_no_runs_match() {
+    let mut app = scene();
+    app.run_command_line("filter nothing-is-called-this");
+    assert!(app.result_rows().is_empty());
+    assert_eq!(app.action_run(), None);
+    let s = render(&app, 120, 30);
+    assert!(
+        s.contains("no runs match text=nothing-is-called-this"),
+        "{s}"
+    );
+    assert!(
+        key(&mut app, 's').is_empty(),
+        "nothing selected, nothing skipped"
+    );
+}
