@@ -88,6 +88,8 @@ pub fn run(cli: Cli) -> i32 {
             seed,
             log_dir,
             min_free_mib,
+            until,
+            start_late,
             retry_failed,
             rerun_changed,
             no_preflight,
@@ -188,6 +190,7 @@ pub fn run(cli: Cli) -> i32 {
                 store,
                 log_dir,
                 min_free_mib,
+                window: until.map(|u| (u, start_late)),
                 retry_failed: retry_failed.map(|c| Some(c).filter(|c| c != "all")),
                 rerun_changed,
                 time_scale,
@@ -260,7 +263,14 @@ pub fn run(cli: Cli) -> i32 {
                     speed.time_scale(),
                 )
             };
-            crate::daemon::calibrate::main(&plan, rt, &dir, gpus, (commits, repeats), (seed, scale))
+            crate::daemon::calibrate::main(
+                &plan,
+                rt,
+                &dir,
+                gpus,
+                (commits as usize, repeats),
+                (seed, scale),
+            )
         }
         Cmd::Demo(args) => crate::tui::demo(args),
         Cmd::Attach { store } => match crate::daemon::commands::find_dir(store) {

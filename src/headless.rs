@@ -170,6 +170,21 @@ pub fn print_summary(out: &mut dyn Write, plan: &Plan, s: &Summary) -> std::io::
             s.needs_more_gpus.0, s.needs_more_gpus.1, s.needs_more_gpus.1
         )?;
     }
+    if let Some(left) = &s.window_closed {
+        if left.is_empty() {
+            writeln!(
+                out,
+                "  the window closed; every commit that started has its results"
+            )?;
+        } else {
+            writeln!(
+                out,
+                "  the window closed: {} commits did not fit and were not started (they stay queued for the next night): {}",
+                left.len(),
+                left.join(" ")
+            )?;
+        }
+    }
     if let Some(p) = &s.paused {
         writeln!(
             out,

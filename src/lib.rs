@@ -35,3 +35,4 @@ pub mod state;
 pub mod stats;
 pub mod store;
 pub mod tui;
+pub mod window;

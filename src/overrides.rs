@@ -35,10 +35,9 @@ impl Default for Overrides {
 
 fn read(dir: &Path, name: &str) -> Result<Option<(String, String)>, String> {
     let p = dir.join(name);
-    match std::fs::read_to_string(&p) {
-        Ok(t) => Ok(Some((t, p.display().to_string()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {e}", p.display())),
+    match crate::plan::read::read_text(&p, "an operator file") {
+        Ok(t) => Ok(t.map(|t| (t, p.display().to_string()))),
+        Err(e) => Err(e.to_string()),
     }
 }
 

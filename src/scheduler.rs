@@ -152,6 +152,21 @@ impl Queue {
         }
     }
 
+    /// Some variant of `commit` has started.
+    pub fn is_started(&self, commit: usize) -> bool {
+        self.started.contains_key(&commit)
+    }
+
+    /// GPUs the queued runs of `commit` need together.
+    pub fn queued_gpus(&self, commit: usize) -> u32 {
+        self.by_commit
+            .get(&commit)
+            .into_iter()
+            .flatten()
+            .map(|i| self.entries[i].2)
+            .sum()
+    }
+
     pub fn preferred(&self, commit: usize) -> &[u32] {
         self.started.get(&commit).map(Vec::as_slice).unwrap_or(&[])
     }

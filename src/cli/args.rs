@@ -156,6 +156,15 @@ pub enum Cmd {
         /// Where full logs go (default: under the store).
         #[arg(long)]
         log_dir: Option<PathBuf>,
+        /// End the night by this time: `07:00` (local, today or tomorrow) or a length of
+        /// night (`+6h`, `+90m`; on the sim, simulated time). No run starts that cannot
+        /// finish by then, a commit starts only if its whole 3-way result can, and what
+        /// does not fit stays queued for the next night.
+        #[arg(long, value_name = "HH:MM|+LENGTH")]
+        until: Option<crate::window::Until>,
+        /// With --until: start runs while the window is open even if they may not finish.
+        #[arg(long, requires = "until")]
+        start_late: bool,
         /// Pause the sweep while the store's or the run logs' filesystem has less than this
         /// free (MiB); it resumes when space is back.
         #[arg(long, default_value_t = crate::disk::DEFAULT_FLOOR_MIB)]
@@ -268,11 +277,12 @@ pub enum Cmd {
         /// go to a store beside it, `<store>-calibration`.
         #[arg(long)]
         store: Option<PathBuf>,
-        /// Commits whose baseline is repeated (the first runnable ones of the plan).
-        #[arg(long, default_value_t = 5)]
-        commits: usize,
-        /// Identical runs per commit (at least 2).
-        #[arg(long, default_value_t = 5)]
+        /// Commits whose baseline is repeated (the first runnable ones of the plan; at
+        /// most 1,000).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        commits: u64,
+        /// Identical runs per commit (2 to 100, as a plan's `repeats`).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(2..=100))]
         repeats: u32,
         /// GPUs to use (default: all NVML sees; sim: 8).
         #[arg(long)]

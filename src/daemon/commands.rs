@@ -24,6 +24,8 @@ pub struct RunArgs {
     pub log_dir: Option<PathBuf>,
     /// The free space (MiB) below which the sweep pauses (store and run logs).
     pub min_free_mib: u64,
+    /// `--until` and `--start-late`.
+    pub window: Option<(crate::window::Until, bool)>,
     /// `--retry-failed [CATEGORY]`: `Some(None)` for every category.
     pub retry_failed: Option<Option<String>>,
     pub rerun_changed: bool,

@@ -99,7 +99,10 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             }
         };
         let plan = a.plan.clone();
-        let plan_text = std::fs::read_to_string(&plan.path).unwrap_or_default();
+        let plan_text = crate::plan::read::read_text(&plan.path, "a plan file")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         let (engine, cmds) = Engine::new(
             plan.clone(),
             a.runtime.clone(),
@@ -116,6 +119,10 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             dirs: vec![("store", dir.clone()), ("run log directory", log_dir.clone())],
             floor: a.min_free_mib << 20,
         };
+        let window = match night_window(&a, &state) {
+            Ok(w) => w,
+            Err(code) => return code,
+        };
         let low_at_start = disk.low();
         if let Some(why) = &low_at_start {
             tracing::warn!("{why}");
@@ -129,7 +136,8 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             // A held unknown failure waits for a client at most as long as a held run
             // waits before it is alerted about.
             .with_held_limit(Duration::from_millis(a.alerts.1.held_after_ms))
-            .with_start_paused(low_at_start.clone());
+            .with_start_paused(low_at_start.clone())
+            .with_window(window);
         let shutdown = CancellationToken::new();
         let meta = protocol::Meta {
             pid: std::process::id(),
@@ -289,6 +297,73 @@ fn own_store_dir(dir: &Path) -> Result<(), i32> {
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     }
     Ok(())
+}
+
+/// `--until` as the engine's window, and what fits in it said at the start: the runs still
+/// queued, at the runtime's typical length, over the sweep's GPUs, commit by commit in
+/// plan order.
+fn night_window(
+    a: &RunArgs,
+    state: &crate::state::SweepState,
+) -> Result<Option<crate::window::Window>, i32> {
+    use crate::window::{Until, Window};
+    let Some((until, start_late)) = a.window else {
+        return Ok(None);
+    };
+    if a.time_scale <= 0.0 {
+        tracing::error!("--until needs a clock: give the sim a speed (--speed 100), not `max`");
+        return Err(2);
+    }
+    let now = jiff::Zoned::now();
+    let t = now.time();
+    let since_midnight =
+        Duration::from_secs(t.hour() as u64 * 3600 + t.minute() as u64 * 60 + t.second() as u64);
+    let length = until.length_from(since_midnight);
+    // A clock time is wall time; a length of night is in the runtime's own time.
+    let wall = match until {
+        Until::Clock { .. } => length,
+        Until::After(_) => length.mul_f64(a.time_scale),
+    };
+    let typical = a.runtime.typical_run();
+    let mut need: std::collections::BTreeMap<usize, f64> = Default::default();
+    for (i, r) in state.runs.iter().enumerate() {
+        let spec = &a.plan.runs[i];
+        if r.state == crate::model::RunState::Queued && spec.gpus <= a.gpus {
+            *need.entry(spec.commit).or_default() += spec.gpus as f64 * typical.as_secs_f64();
+        }
+    }
+    let capacity = length.as_secs_f64() * a.gpus as f64;
+    let total: f64 = need.values().sum();
+    let mut used = 0.0;
+    let fit = need
+        .values()
+        .take_while(|n| {
+            used += *n;
+            used <= capacity
+        })
+        .count();
+    let hours = |s: f64| s / 3600.0;
+    console::say(format_args!(
+        "nightshift: window: closes {}; {} commits queued need about {:.1} GPU-h at about {} min a run, the window holds {:.1} GPU-h on {} GPUs: about {fit} of them fit{}",
+        match until {
+            Until::Clock { hour, minute } =>
+                format!("at {hour:02}:{minute:02} (in {})", crate::window::hm(length)),
+            Until::After(_) =>
+                format!("in {} of {} time", crate::window::hm(length), a.runtime.name()),
+        },
+        need.len(),
+        hours(total),
+        typical.as_secs() / 60,
+        hours(capacity),
+        a.gpus,
+        if start_late { "; runs start while it is open even if they may not finish (--start-late)" } else { "; no run starts that cannot finish in time" },
+    ));
+    Ok(Some(Window {
+        closes: std::time::Instant::now() + wall,
+        scale: a.time_scale,
+        start_late,
+        typical,
+    }))
 }
 
 /// Every few seconds: is a directory the night writes to below its floor? Pause the sweep

@@ -12,6 +12,10 @@ impl Engine {
         self.gpu_ms += a.started.elapsed().as_millis() * a.gpus.len() as u128;
         let spec = self.plan.runs[run.0 as usize].clone();
         let commit = self.plan.commit_of(&spec).clone();
+        if report.end != RunEnd::Cancelled {
+            self.lengths
+                .record(commit.model.as_deref(), a.started.elapsed());
+        }
         let stage = a.stage;
         let attempt = a.attempt;
         if report.end == RunEnd::Cancelled {

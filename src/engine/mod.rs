@@ -69,6 +69,9 @@ pub struct Summary {
     /// Runs that need more GPUs than this sweep has: they stay queued for a run that has
     /// them (`(runs, most GPUs any of them needs)`), never skipped for good.
     pub needs_more_gpus: (usize, u32),
+    /// The window closed (`--until`) with these commits not started: they could not finish
+    /// in time and stay queued for the next night.
+    pub window_closed: Option<Vec<String>>,
 }
 
 pub struct Engine {
@@ -114,6 +117,9 @@ pub struct Engine {
     held_limit: Option<Duration>,
     /// A pause the sweep starts in (the disk watch found a directory below its floor).
     start_paused: Option<String>,
+    /// The night's window (`--until`) and the run lengths measured tonight.
+    window: Option<crate::window::Window>,
+    lengths: crate::window::Lengths,
     /// Clients attached to the daemon (None: the operator's TUI runs in this process).
     clients: Option<Arc<std::sync::atomic::AtomicUsize>>,
     /// Held unknown failures: when their wait ends, for which attempt.
@@ -164,6 +170,8 @@ impl Engine {
             demand_dirty: true,
             held_limit: None,
             start_paused: None,
+            window: None,
+            lengths: Default::default(),
             clients: None,
             held_until: HashMap::new(),
         };
@@ -201,6 +209,12 @@ impl Engine {
     /// Start paused, for `why`, before any run is given GPUs.
     pub fn with_start_paused(mut self, why: Option<String>) -> Self {
         self.start_paused = why;
+        self
+    }
+
+    /// The night ends when the window closes: no run starts that cannot finish before it.
+    pub fn with_window(mut self, w: Option<crate::window::Window>) -> Self {
+        self.window = w;
         self
     }
 
@@ -378,6 +392,12 @@ impl Engine {
                             && self.plan.runs[i].gpus <= self.opts.gpus
                             && !self.model_paused(i)
                     });
+                    // The window has closed for every queued run: the night ends here,
+                    // with what did not fit queued for the next.
+                    if queued_waiting && self.window_refuses_all() {
+                        summary.window_closed = Some(self.not_started_commits());
+                        break;
+                    }
                     let held = self.state.counts().held > 0;
                     let paused = self.state.paused.is_some();
                     // Without an operator, other models' runs go on; once only the stopped
@@ -570,6 +590,50 @@ impl Engine {
     }
 
     /// Whether run `i`'s model is one the breaker stopped.
+    /// May queued run `i` start now, as far as the window is concerned?
+    fn window_allows(&self, i: usize) -> bool {
+        let Some(w) = &self.window else {
+            return true;
+        };
+        let spec = &self.plan.runs[i];
+        let model = self.plan.commit_of(spec).model.as_deref();
+        let started = self.queue.is_started(spec.commit);
+        let fits_now = self.queue.queued_gpus(spec.commit) <= self.pool.free();
+        w.may_start(
+            std::time::Instant::now(),
+            self.lengths.expect(model, w),
+            started,
+            fits_now,
+        )
+    }
+
+    /// Every queued run that could otherwise start is refused by the window.
+    fn window_refuses_all(&self) -> bool {
+        self.window.is_some()
+            && self.state.runs.iter().enumerate().all(|(i, r)| {
+                r.state != RunState::Queued
+                    || self.plan.runs[i].gpus > self.opts.gpus
+                    || self.model_paused(i)
+                    || !self.window_allows(i)
+            })
+    }
+
+    /// Commits with queued runs and none started: what did not fit the window.
+    fn not_started_commits(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (i, r) in self.state.runs.iter().enumerate() {
+            let spec = &self.plan.runs[i];
+            if r.state == RunState::Queued && !self.queue.is_started(spec.commit) {
+                let c = &self.plan.commit_of(spec).commit;
+                let short: String = c.chars().take(8).collect();
+                if !out.contains(&short) {
+                    out.push(short);
+                }
+            }
+        }
+        out
+    }
+
     fn model_paused(&self, i: usize) -> bool {
         let paused = &self.state.paused_models;
         !paused.is_empty()

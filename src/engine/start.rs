@@ -18,6 +18,7 @@ impl Engine {
                 not_before.get(&RunId(i as u32)).is_none_or(|t| *t <= now)
                     && image_ok(i)
                     && !self.model_paused(i)
+                    && self.window_allows(i)
             };
             let Some(index) = self.queue.pick(&self.pool, eligible) else {
                 return Ok(());

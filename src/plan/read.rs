@@ -150,6 +150,21 @@ pub fn read_capped(path: &Path, cap: u64, what: &'static str) -> Result<Vec<u8>,
     Ok(bytes)
 }
 
+/// A small text file (a config, an override, a plan read again): capped like a plan, and
+/// text. A missing file is `Ok(None)`, for callers whose file is optional.
+pub fn read_text(path: &Path, what: &'static str) -> Result<Option<String>, ReadError> {
+    match read_capped(path, PLAN_CAP, what) {
+        Ok(b) => String::from_utf8(b).map(Some).map_err(|_| ReadError::Io {
+            path: path.to_path_buf(),
+            error: std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"),
+        }),
+        Err(ReadError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// `bytes` as text, or where (file:line:col) the first byte that is not UTF-8 is.
 pub(super) fn utf8(name: &str, bytes: Vec<u8>) -> Result<String, (super::Loc, String)> {
     String::from_utf8(bytes).map_err(|e| {

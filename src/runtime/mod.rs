@@ -193,6 +193,13 @@ pub trait Runtime: Send + Sync + 'static {
         Ok(Vec::new())
     }
 
+    /// How long one attempt typically takes, in this runtime's own time: the night's
+    /// window plans with it until tonight's runs say better. A served vLLM benchmark is
+    /// 12–25 minutes from container to result, an offline one 6–15.
+    fn typical_run(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(15 * 60)
+    }
+
     /// Whether this runtime brings images onto the box ahead of the runs, so that a run
     /// gets its GPUs only once its image is there ([`Runtime::fetch_image`]).
     fn prefetches(&self) -> bool {

@@ -131,6 +131,12 @@ impl Runtime for SimRuntime {
         "sim"
     }
 
+    /// The sim's attempt: a model load of 60–180 s and a benchmark of 40–200 s, plus the
+    /// image and container steps.
+    fn typical_run(&self) -> Duration {
+        Duration::from_secs(250)
+    }
+
     async fn cleanup_leftovers(&self, _sweep: &str) -> anyhow::Result<Vec<String>> {
         Ok(Vec::new())
     }

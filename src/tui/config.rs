@@ -80,12 +80,11 @@ impl Config {
         let Some(p) = path.map(Path::to_path_buf).or(default_path) else {
             return Ok(Config::default());
         };
-        match std::fs::read_to_string(&p) {
-            Ok(t) => Config::parse(&t).map_err(|e| anyhow::anyhow!("{}: {e}", p.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.is_none() => {
-                Ok(Config::default())
-            }
-            Err(e) => Err(anyhow::anyhow!("{}: {e}", p.display())),
+        match crate::plan::read::read_text(&p, "a config file") {
+            Ok(Some(t)) => Config::parse(&t).map_err(|e| anyhow::anyhow!("{}: {e}", p.display())),
+            Ok(None) if path.is_none() => Ok(Config::default()),
+            Ok(None) => Err(anyhow::anyhow!("{}: no such file", p.display())),
+            Err(e) => Err(anyhow::anyhow!("{e}")),
         }
     }
 

@@ -173,7 +173,7 @@ pub fn connect(h: &HostSpec, tunnels: &Path) -> Result<(Docker, Option<Tunnel>),
         Some(("ssh", _)) => {
             let sock = tunnel_socket(tunnels, &h.name);
             // The socket must exist before a client can be made on it.
-            let tunnel = open_tunnel(h, &sock, tunnels)?;
+            let tunnel = open_tunnel(h, &sock)?;
             let url = format!("unix://{}", sock.display());
             Ok((
                 Docker::connect_with_unix(&url, REQUEST_TIMEOUT_S, v).map_err(fail)?,
@@ -189,17 +189,21 @@ pub fn connect(h: &HostSpec, tunnels: &Path) -> Result<(Docker, Option<Tunnel>),
 
 /// Start `ssh -L` for an `ssh://` host and wait until its socket is there; Err: why not
 /// (ssh missing, ssh gave up with its last line of stderr, or no socket in time).
-fn open_tunnel(h: &HostSpec, sock: &Path, tunnels: &Path) -> Result<Tunnel, String> {
+fn open_tunnel(h: &HostSpec, sock: &Path) -> Result<Tunnel, String> {
+    use std::io::{Read, Seek};
     let _ = std::fs::remove_file(sock);
     let remote = h
         .remote_socket
         .clone()
         .unwrap_or_else(|| "/var/run/docker.sock".into());
     let who = format!("host `{}` ({})", h.name, h.docker_host);
-    // ssh's complaints go to a file: read when it gives up, never a pipe left to fill.
-    let log_path = tunnels.join(format!("nightshift-ssh-{}.log", file_safe(&h.name)));
-    let log = std::fs::File::create(&log_path)
-        .map_err(|e| format!("{who}: {}: {e}", log_path.display()))?;
+    // ssh's complaints go to an unnamed file (no path to hijack, nothing left behind):
+    // read when it gives up, never a pipe left to fill.
+    let mut log =
+        tempfile::tempfile().map_err(|e| format!("{who}: a file for ssh's errors: {e}"))?;
+    let for_ssh = log
+        .try_clone()
+        .map_err(|e| format!("{who}: a file for ssh's errors: {e}"))?;
     // BatchMode: a night has nobody to type a password; keys or an agent only. The URL
     // form (OpenSSH 7.7+) carries a port: ssh://user@host:2222.
     let child = std::process::Command::new("ssh")
@@ -216,7 +220,7 @@ fn open_tunnel(h: &HostSpec, sock: &Path, tunnels: &Path) -> Result<Tunnel, Stri
         .arg(h.docker_host.trim_end_matches('/'))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(log)
+        .stderr(for_ssh)
         .spawn()
         .map_err(|e| format!("{who}: cannot start ssh: {e}"))?;
     let mut tunnel = Tunnel {
@@ -229,7 +233,9 @@ fn open_tunnel(h: &HostSpec, sock: &Path, tunnels: &Path) -> Result<Tunnel, Stri
             return Ok(tunnel);
         }
         if let Ok(Some(status)) = tunnel.child.try_wait() {
-            let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let mut said = String::new();
+            let _ = log.seek(std::io::SeekFrom::Start(0));
+            let _ = (&mut log).take(64 << 10).read_to_string(&mut said);
             let last = said.lines().rev().find(|l| !l.trim().is_empty());
             return Err(format!(
                 "{who}: the ssh tunnel failed ({status}){}",
