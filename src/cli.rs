@@ -458,6 +458,16 @@ pub fn run(cli: Cli) -> i32 {
                     }
                 }
             }
+            "eta" => {
+                let plan = crate::tui::example_plan();
+                match crate::eta::bench::run(&plan, &mut std::io::stdout()) {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        tracing::error!("{e}");
+                        1
+                    }
+                }
+            }
             "parse" => match crate::parse::bench::run(size_mb, &mut std::io::stdout()) {
                 Ok(()) => 0,
                 Err(e) => {
@@ -467,7 +477,7 @@ pub fn run(cli: Cli) -> i32 {
             },
             other => {
                 tracing::error!(
-                    "unknown benchmark `{other}` (expected engine, store, groups, stats, parse, tui, night, attach or daemon)"
+                    "unknown benchmark `{other}` (expected engine, store, groups, stats, parse, tui, night, eta, attach or daemon)"
                 );
                 2
             }

@@ -12,6 +12,7 @@ pub mod diagnose;
 pub mod digest;
 pub mod disk;
 pub mod engine;
+pub mod eta;
 pub mod event;
 pub mod failure_kind;
 pub mod headless;

@@ -171,6 +171,15 @@ impl Queue {
         self.started.get(&commit).map(Vec::as_slice).unwrap_or(&[])
     }
 
+    /// The first `eligible` run in order, whether or not it fits now: the one a smaller
+    /// run may pass only by [`may_backfill`].
+    pub fn head(&self, eligible: impl Fn(usize) -> bool) -> Option<(usize, u32)> {
+        self.set
+            .iter()
+            .find(|(_, _, _, i)| eligible(*i))
+            .map(|(_, _, _, i)| (*i, self.entries[i].2))
+    }
+
     /// The next run that fits the free GPUs and is `eligible` now (e.g. its backoff ended).
     pub fn pick(&self, pool: &GpuPool, eligible: impl Fn(usize) -> bool) -> Option<usize> {
         if pool.free() == 0 && self.zero_gpu == 0 {
@@ -183,10 +192,56 @@ impl Queue {
     }
 }
 
+/// Backfilling (EASY): the first waiting run needs `head` GPUs and `free` are free now;
+/// `ends` holds, per run in flight, when it is expected to end (from now) and its GPUs.
+/// A run of `gpus` GPUs expected to take `expect` may start ahead of the waiting one only
+/// if it ends before enough GPUs come free for it (its shadow time), or if it uses GPUs the
+/// waiting run will not need then. So a TP-8 run is never starved by a stream of 1-GPU
+/// runs, and the GPUs it waits for still work meanwhile.
+pub fn may_backfill(
+    free: u32,
+    head: u32,
+    ends: &[(std::time::Duration, u32)],
+    gpus: u32,
+    expect: std::time::Duration,
+) -> bool {
+    let mut ends = ends.to_vec();
+    ends.sort();
+    let (mut avail, mut shadow) = (free, std::time::Duration::ZERO);
+    for (t, g) in ends {
+        if avail >= head {
+            break;
+        }
+        avail += g;
+        shadow = t;
+    }
+    if avail < head {
+        // It cannot start even when every run in flight has ended: nothing to keep for it.
+        return true;
+    }
+    expect <= shadow || gpus <= (avail - head).min(free)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_waiting_tp8_run_is_not_starved_by_small_ones() {
+        use std::time::Duration as D;
+        let m = D::from_secs(60);
+        // Seven GPUs busy (ending at 1..7 min), one free; a TP-8 run waits.
+        let ends: Vec<(D, u32)> = (1..=7).map(|k| (m * k, 1)).collect();
+        // A 10-minute 1-GPU run would hold the 8th GPU past the 7-minute shadow: no.
+        assert!(!may_backfill(1, 8, &ends, 1, m * 10));
+        // A 5-minute one ends before: yes.
+        assert!(may_backfill(1, 8, &ends, 1, m * 5));
+        // A TP-4 run waiting while 6 GPUs free up early: GPUs beyond its 4 are spare.
+        let ends: Vec<(D, u32)> = vec![(m, 4), (m * 2, 4)];
+        assert!(may_backfill(0, 4, &ends, 0, m * 10));
+        assert!(!may_backfill(0, 4, &ends, 1, m * 10));
+    }
 
     fn cand(index: usize, commit: usize, order: u8, gpus: u32, started: bool) -> Candidate {
         Candidate {

@@ -36,6 +36,28 @@ impl RunRecord {
     pub fn counted_attempts(&self) -> u32 {
         self.attempt.saturating_sub(self.interrupted).max(1)
     }
+
+    /// The failure category this run's outcome stands on (see [`outcome_category`]).
+    pub fn category(&self) -> Option<Category> {
+        outcome_category(&self.state, self.finding.as_ref())
+    }
+}
+
+/// The failure category of a run that has stopped: held or failed with one, or skipped
+/// after a diagnosis (the operator's `S` on held runs, a queued run skipped for its
+/// predicted finding). A skip is a decision about a failure, not a cause of its own: the
+/// cause must survive it in every filter, count and digest. Runs still to run, successes
+/// and runs skipped or cancelled with no finding have none.
+pub fn outcome_category(state: &RunState, finding: Option<&Finding>) -> Option<Category> {
+    match state {
+        RunState::Held { category } => Some(*category),
+        RunState::Finished { outcome } => match outcome {
+            Outcome::Failed { category } => Some(*category),
+            Outcome::Skipped { .. } => finding.map(|f| f.category),
+            Outcome::Success | Outcome::Cancelled => None,
+        },
+        RunState::Queued | RunState::Active { .. } => None,
+    }
 }
 
 /// How every re-queue of an interrupted attempt's detail begins (see [`RunRecord::interrupted`]).
@@ -50,6 +72,9 @@ pub struct SweepState {
     pub paused_models: BTreeMap<String, String>,
     pub started_ms: Option<u64>,
     pub finished: bool,
+    /// When the sweep last said it finished (none while it runs).
+    #[serde(default)]
+    pub finished_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -93,6 +118,7 @@ impl SweepState {
             Event::SweepStarted { .. } => {
                 self.started_ms.get_or_insert(at);
                 self.finished = false;
+                self.finished_ms = None;
             }
             Event::State {
                 run,
@@ -130,17 +156,32 @@ impl SweepState {
                         }
                         r.stages.push((*stage, at));
                     }
-                    RunState::Finished { .. } | RunState::Held { .. } => {
-                        r.finished_ms = Some(at);
-                    }
+                    RunState::Finished { .. } | RunState::Held { .. } => match from {
+                        // The attempt stopped working when it was held: the wait for the
+                        // operator is no stage's time, and no run time for the ETA.
+                        RunState::Held { .. } => {}
+                        // Skipped or cancelled before it started: this attempt has no
+                        // start, stages or GPUs (those were an earlier attempt's).
+                        RunState::Queued => {
+                            r.stages.clear();
+                            r.started_ms = None;
+                            r.finished_ms = Some(at);
+                        }
+                        _ => r.finished_ms = Some(at),
+                    },
                     RunState::Queued => {
-                        if from.is_active()
-                            && detail
+                        if from.is_active() {
+                            // Interrupted: the attempt ended here, not whenever the next starts.
+                            r.finished_ms = Some(at);
+                            if detail
                                 .as_deref()
                                 .is_some_and(|d| d.starts_with(INTERRUPTED))
-                        {
-                            r.interrupted += 1;
+                            {
+                                r.interrupted += 1;
+                            }
                         }
+                        // A queued run holds no GPU: the old one is the last attempt's.
+                        r.gpus.clear();
                     }
                 }
                 r.state = to.clone();
@@ -191,7 +232,10 @@ impl SweepState {
                 self.paused = None;
                 self.paused_models.clear();
             }
-            Event::SweepFinished { .. } => self.finished = true,
+            Event::SweepFinished { .. } => {
+                self.finished = true;
+                self.finished_ms = Some(at);
+            }
             Event::Log { .. }
             | Event::Operator { .. }
             | Event::Gpu { .. }
@@ -221,32 +265,49 @@ impl SweepState {
         c
     }
 
-    /// Failures by category, counting held runs too (they failed, awaiting a decision).
+    /// Failures by category, counting held runs too (they failed, awaiting a decision) and
+    /// runs skipped after a diagnosis (see [`outcome_category`]).
     pub fn failures_by_category(&self) -> BTreeMap<Category, usize> {
         let mut m = BTreeMap::new();
-        for r in &self.runs {
-            let cat = match &r.state {
-                RunState::Finished {
-                    outcome: Outcome::Failed { category },
-                } => Some(*category),
-                RunState::Held { category } => Some(*category),
-                _ => None,
-            };
-            if let Some(c) = cat {
-                *m.entry(c).or_insert(0) += 1;
-            }
+        for c in self.runs.iter().filter_map(RunRecord::category) {
+            *m.entry(c).or_insert(0) += 1;
         }
         m
     }
 
-    /// Mean wall time of finished attempts that ran (for the ETA).
+    /// Mean wall time of the attempts that ran to an end (for the ETA): held and finished
+    /// runs; a queued run's times are an earlier attempt's.
     pub fn mean_run_ms(&self) -> Option<u64> {
         let (sum, n) = self
             .runs
             .iter()
+            .filter(|r| matches!(r.state, RunState::Held { .. } | RunState::Finished { .. }))
             .filter_map(|r| Some(r.finished_ms?.saturating_sub(r.started_ms?)))
             .fold((0u64, 0u64), |(s, n), d| (s.saturating_add(d), n + 1));
         (n > 0).then(|| sum / n)
+    }
+
+    /// How long the sweep has run, over all its lives: from the earliest start it recorded
+    /// (a resumed sweep's runs started before this life's `SweepStarted`) to `now_ms`, or,
+    /// once it has `ended`, to its last run's end (a finished store opened again must not
+    /// count from the reopening, nor keep counting).
+    pub fn elapsed_ms(&self, now_ms: u64, ended: bool) -> Option<u64> {
+        let first_run = self.runs.iter().filter_map(|r| r.started_ms).min();
+        let start = match (self.started_ms, first_run) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        let end = if ended || self.finished {
+            self.runs
+                .iter()
+                .filter_map(|r| r.finished_ms)
+                .max()
+                .or(self.finished_ms)
+                .unwrap_or(start)
+        } else {
+            now_ms
+        };
+        Some(end.saturating_sub(start))
     }
 }
 
@@ -314,6 +375,172 @@ mod tests {
         go(&mut s, 4, RunState::Queued, active, None);
         assert_eq!(s.run(run).interrupted, 2);
         assert_eq!(s.run(run).counted_attempts(), 2);
+    }
+
+    /// One run's history, event by event, at the given times.
+    fn fold(s: &mut SweepState, steps: &[(u64, RunState, Vec<u32>)]) {
+        for (at, to, gpus) in steps {
+            let r = s.run(RunId(0));
+            let from = r.state.clone();
+            let attempt = match (&from, to) {
+                (RunState::Held { .. }, RunState::Queued) => r.attempt + 1,
+                _ => r.attempt.max(1),
+            };
+            s.apply(&Envelope {
+                seq: 0,
+                at_ms: *at,
+                event: Event::State {
+                    run: RunId(0),
+                    attempt,
+                    from,
+                    to: to.clone(),
+                    detail: None,
+                    gpus: gpus.clone(),
+                },
+            })
+            .unwrap();
+        }
+    }
+
+    fn finding(category: Category) -> Event {
+        Event::Diagnosed {
+            run: RunId(0),
+            attempt: 1,
+            finding: Finding {
+                category,
+                evidence: "manifest unknown".into(),
+                action: crate::category::Action::Operator,
+                recipe: None,
+                reason: "needs a decision".into(),
+                predicted: false,
+                confidence: None,
+                telling: vec![],
+                kind: None,
+            },
+        }
+    }
+
+    fn active(stage: Stage) -> RunState {
+        RunState::Active { stage }
+    }
+
+    fn skipped() -> RunState {
+        RunState::Finished {
+            outcome: Outcome::Skipped {
+                reason: "skipped by the operator: all image_not_found".into(),
+            },
+        }
+    }
+
+    /// `S` on held runs: each is skipped, and each still says what it failed of.
+    #[test]
+    fn a_run_skipped_after_a_diagnosis_keeps_its_category() {
+        let mut s = SweepState::new(1);
+        let held = RunState::Held {
+            category: Category::ImageNotFound,
+        };
+        fold(&mut s, &[(1_000, active(Stage::PreparingImage), vec![0])]);
+        s.apply(&env(finding(Category::ImageNotFound))).unwrap();
+        fold(&mut s, &[(2_000, held, vec![]), (9_000, skipped(), vec![])]);
+        assert_eq!(s.counts().skipped, 1);
+        assert_eq!(s.run(RunId(0)).category(), Some(Category::ImageNotFound));
+        assert_eq!(
+            s.failures_by_category().get(&Category::ImageNotFound),
+            Some(&1)
+        );
+        // Skipped with no diagnosis (the plan's own skip): no cause to keep.
+        let mut plain = SweepState::new(1);
+        fold(&mut plain, &[(1_000, skipped(), vec![])]);
+        assert!(plain.failures_by_category().is_empty());
+    }
+
+    /// Held at 2 s, skipped by the operator at 1 h: the attempt (and its last stage) ran
+    /// 1.5 s, and the ETA's mean run time says so.
+    #[test]
+    fn time_held_is_no_stage_time() {
+        let mut s = SweepState::new(1);
+        let held = RunState::Held {
+            category: Category::CudaOom,
+        };
+        fold(
+            &mut s,
+            &[
+                (500, active(Stage::PreparingImage), vec![0]),
+                (1_000, active(Stage::StartingContainer), vec![]),
+                (2_000, held, vec![]),
+                (3_600_000, skipped(), vec![]),
+            ],
+        );
+        let r = s.run(RunId(0));
+        assert_eq!(r.finished_ms, Some(2_000));
+        assert_eq!(s.mean_run_ms(), Some(1_500));
+    }
+
+    /// Held on GPU 3, retried: queued again, it holds no GPU until it starts; skipped before
+    /// it starts, it has no start (the old one was the first attempt's).
+    #[test]
+    fn a_requeued_run_holds_no_gpu_and_a_run_skipped_before_starting_has_no_start() {
+        let mut s = SweepState::new(1);
+        let held = RunState::Held {
+            category: Category::CudaOom,
+        };
+        fold(
+            &mut s,
+            &[
+                (500, active(Stage::PreparingImage), vec![3]),
+                (2_000, held, vec![]),
+                (3_000, RunState::Queued, vec![]),
+            ],
+        );
+        assert!(s.run(RunId(0)).gpus.is_empty(), "{:?}", s.run(RunId(0)));
+        fold(&mut s, &[(4_000, skipped(), vec![])]);
+        let r = s.run(RunId(0));
+        assert_eq!((r.started_ms, r.finished_ms), (None, Some(4_000)));
+        assert!(r.stages.is_empty());
+        assert_eq!(s.mean_run_ms(), None);
+    }
+
+    /// A finished sweep opened again (a resumed daemon with nothing left to do starts and
+    /// finishes at once): elapsed is the night's, from its first start to its last end,
+    /// and it does not grow.
+    #[test]
+    fn elapsed_is_the_sweeps_recorded_start_to_finish() {
+        let mut s = SweepState::new(1);
+        fold(
+            &mut s,
+            &[
+                (1_000, active(Stage::PreparingImage), vec![0]),
+                (2_000, active(Stage::StartingContainer), vec![]),
+                (3_000, active(Stage::LoadingServer), vec![]),
+                (4_000, active(Stage::Benchmarking), vec![]),
+                (5_000, active(Stage::Parsing), vec![]),
+                (
+                    61_000,
+                    RunState::Finished {
+                        outcome: Outcome::Success,
+                    },
+                    vec![],
+                ),
+            ],
+        );
+        // This life: started and finished hours later.
+        let reopened = |event| Envelope {
+            seq: 0,
+            at_ms: 7_200_000,
+            event,
+        };
+        s.apply(&reopened(Event::SweepStarted {
+            name: "n".into(),
+            runs: 1,
+            gpus: 1,
+            runtime: "sim".into(),
+        }))
+        .unwrap();
+        assert_eq!(s.elapsed_ms(7_200_000, false), Some(7_199_000));
+        s.apply(&reopened(Event::SweepFinished { interrupted: false }))
+            .unwrap();
+        assert_eq!(s.elapsed_ms(7_200_000, false), Some(60_000));
+        assert_eq!(s.elapsed_ms(99_999_999, false), Some(60_000));
     }
 
     #[test]

@@ -118,12 +118,17 @@ impl Lengths {
     /// The expected wall length of a run of `model`: the median of that model's runs
     /// tonight, else of all runs, else the window's typical run.
     pub fn expect(&self, model: Option<&str>, w: &Window) -> Duration {
+        self.expect_or(model, w.typical.mul_f64(w.scale))
+    }
+
+    /// As [`Lengths::expect`], with `guess` before any run has ended.
+    pub fn expect_or(&self, model: Option<&str>, guess: Duration) -> Duration {
         let own = model
             .and_then(|m| self.by_model.get(m))
             .filter(|v| !v.is_empty());
         match own.or((!self.all.is_empty()).then_some(&self.all)) {
             Some(v) => median(v),
-            None => w.typical.mul_f64(w.scale),
+            None => guess,
         }
     }
 }

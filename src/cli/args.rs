@@ -281,8 +281,8 @@ pub enum Cmd {
         /// most 1,000).
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
         commits: u64,
-        /// Identical runs per commit (2 to 100, as a plan's `repeats`).
-        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(2..=100))]
+        /// Identical runs per commit (at least 2; at most 100, as a plan's `repeats`).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
         repeats: u32,
         /// GPUs to use (default: all NVML sees; sim: 8).
         #[arg(long)]
@@ -403,7 +403,7 @@ pub enum Cmd {
     Bench {
         /// engine | store | groups (grouping a store's unknown failures) | stats (false positives and power of the verdicts on simulated
         /// A/A and true effects; --runs = comparisons per row, default 2000) | parse | tui |
-        /// night (images, link and disk over the seed mix) |
+        /// night (images, link and disk over the seed mix) | eta (the night's estimate against sim nights) |
         /// attach (a client's first frame from a live daemon) | daemon (its RSS over a sim night)
         what: String,
         /// Runs for the engine, store and tui benchmarks.

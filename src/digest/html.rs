@@ -1,7 +1,7 @@
 //! The digest as one self-contained HTML page: inline CSS and SVG, no script, no external
 //! asset, so it opens from a mail attachment or a file share on a box with no network.
 
-use super::{value_text, variants, verdict_text, Digest};
+use super::{category_counts, value_text, verdict_columns, verdict_text, Digest};
 use std::fmt::Write;
 
 /// The store's HTML escaping, shared so the digest and `results --format html` agree.
@@ -70,6 +70,14 @@ pub fn render(d: &Digest) -> String {
         let _ = write!(o, "<span>{v} {}</span>", esc(k));
     }
     o.push_str("</p>");
+    let skipped = &d.report.summary.skipped_by_category;
+    if !skipped.is_empty() {
+        let each: Vec<String> = skipped
+            .iter()
+            .map(|(c, n)| format!("skipped after {}: {n}", esc(c)))
+            .collect();
+        let _ = write!(o, "<p>Of those skipped, {}.</p>", each.join("; "));
+    }
     o.push_str(&counts_svg(d));
 
     let _ = write!(o, "<h2>Waiting for a decision ({})</h2>", d.waiting.len());
@@ -89,16 +97,17 @@ pub fn render(d: &Digest) -> String {
         o.push_str("</table>");
     }
 
-    let vs = variants(&d.report);
+    let vs = &d.variants;
+    let verdicts = verdict_columns(d);
     let _ = write!(
         o,
         "<h2>The 3-way table</h2><p>Primary metric per variant (median of its repeats); verdicts: {}.</p><table id=\"threeway\"><tr><th>commit</th>",
         esc(&crate::report::render::method_note(&d.report.summary))
     );
-    for v in &vs {
+    for v in vs.iter().chain(&verdicts) {
         let _ = write!(o, "<th>{}</th>", esc(v));
     }
-    o.push_str("<th>human vs baseline</th></tr>");
+    o.push_str("</tr>");
     for row in &d.report.rows {
         let _ = write!(
             o,
@@ -106,16 +115,19 @@ pub fn render(d: &Digest) -> String {
             esc(&row.commit[..row.commit.len().min(8)]),
             esc(&row.title)
         );
-        for v in &vs {
+        for v in vs {
             let _ = write!(o, "<td class=\"num\">{}</td>", esc(&value_text(row, v)));
         }
-        let verdict = verdict_text(&d.report, row, "human vs baseline");
-        let _ = write!(
-            o,
-            "<td class=\"{}\">{}</td></tr>",
-            class_of(&verdict),
-            esc(&verdict)
-        );
+        for label in &verdicts {
+            let verdict = verdict_text(&d.report, row, label);
+            let _ = write!(
+                o,
+                "<td class=\"{}\">{}</td>",
+                class_of(&verdict),
+                esc(&verdict)
+            );
+        }
+        o.push_str("</tr>");
     }
     o.push_str("</table>");
     let s = &d.report.summary;
@@ -162,6 +174,18 @@ pub fn render(d: &Digest) -> String {
             "<table id=\"failures\"><tr><th>category</th><th>runs</th><th>deciding line</th></tr>",
         );
         for (cat, lines) in &d.failures {
+            // The summary's numbers (the same runs), skips after the diagnosis said apart.
+            let (total, skipped) = category_counts(d, cat);
+            let skipped = match skipped {
+                0 => String::new(),
+                n => format!("; {n} skipped after it"),
+            };
+            let _ = write!(
+                o,
+                "<tr><th colspan=\"3\">{} ({total}{})</th></tr>",
+                esc(cat),
+                esc(&skipped)
+            );
             for l in lines {
                 let mut runs: Vec<String> = l
                     .keys

@@ -3,17 +3,19 @@
 //! documents in, a [`Digest`] out, rendered by [`markdown`] and [`html::render`].
 
 pub mod html;
+mod md;
 
-use crate::model::RunState;
+pub use md::markdown;
+
+use crate::model::{RunState, Variant};
 use crate::report::{self, Report};
-use crate::sanitize::{log_line, md_cell, terminal};
 use crate::store::record::RunDoc;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
-/// Failed runs of one category that failed alike (one [`crate::failure_kind`]): the line
-/// that decided them, once, with how many runs it stands for.
+/// Runs of one category that failed alike (one [`crate::failure_kind`]): the line that
+/// decided them, once, with how many runs it stands for. Held runs and runs skipped after
+/// the diagnosis count too: a skip is a decision about the failure, not its cause.
 #[derive(Debug, Clone, Serialize)]
 pub struct FailedRuns {
     /// The failure kind's id (what `results --group` and `diagnose --learn` take).
@@ -22,6 +24,8 @@ pub struct FailedRuns {
     pub evidence: String,
     /// Runs that failed this way.
     pub count: usize,
+    /// Of those, the runs skipped after it.
+    pub skipped: usize,
     /// Their keys, in plan order.
     pub keys: Vec<String>,
     /// Their models.
@@ -48,11 +52,14 @@ pub struct Waiting {
 pub struct Digest {
     pub sweep: String,
     pub generated_ms: u64,
+    /// The 3-way table's columns: baseline, human, then one per agent variant of the plan.
+    pub variants: Vec<String>,
     /// Runs per current state (`success`, `failed`, `held`, `queued`, …).
     pub counts: BTreeMap<String, usize>,
     pub report: Report,
-    /// Failed runs per category, grouped by how they failed (most runs first), each group
-    /// with its deciding line.
+    /// Runs per failure category (failed, held, skipped after it; the same runs the
+    /// report's summary counts, by [`report::cause`]), grouped by how they failed (most
+    /// runs first), each group with its deciding line.
     pub failures: BTreeMap<String, Vec<FailedRuns>>,
     pub fixes: Vec<AppliedFix>,
     /// GPU-hours spent per attempt outcome (an interrupted attempt is `interrupted`).
@@ -70,17 +77,17 @@ fn state_word(s: &RunState) -> String {
     }
 }
 
-/// The deciding finding of a run's last attempt.
+/// The finding that decided a run's category: the latest of that category (a run skipped
+/// before its retry started has it on the attempt before), else its last attempt's last.
 fn deciding_finding(d: &RunDoc) -> Option<&crate::event::Finding> {
-    let a = d.attempts.last();
-    let cat = a.and_then(|a| a.category());
-    a.and_then(|a| {
-        a.findings
-            .iter()
-            .rev()
-            .find(|f| Some(f.category) == cat)
-            .or(a.findings.last())
-    })
+    let cat = report::cause::category(d);
+    d.attempts
+        .iter()
+        .rev()
+        .flat_map(|a| a.findings.iter().rev())
+        .chain(&d.predicted)
+        .find(|f| Some(f.category) == cat)
+        .or_else(|| d.attempts.last().and_then(|a| a.findings.last()))
 }
 
 /// How a failed run failed, as one kind: its deciding finding's telling line, normalised.
@@ -117,51 +124,54 @@ pub fn build(sweep: &str, docs: &[&RunDoc], opts: &report::Options, now_ms: u64)
     let mut fixes = Vec::new();
     let mut gpu_hours = BTreeMap::new();
     let mut waiting = Vec::new();
+    // Baseline and human always; then each agent variant the plan has.
+    let mut variants = vec![&Variant::Baseline, &Variant::Human];
     for d in docs {
+        if !variants.contains(&&d.info.variant) {
+            variants.push(&d.info.variant);
+        }
         *counts.entry(state_word(&d.record.state)).or_insert(0) += 1;
-        match &d.record.state {
-            RunState::Finished { outcome } => {
-                if let Some(c) = outcome.category() {
-                    let evidence = deciding_line(d);
-                    let kind = kind_of(d, &evidence);
-                    let lines = failures.entry(c.as_str().to_string()).or_default();
-                    let i = match lines.iter().position(|l| l.kind == kind) {
-                        Some(i) => i,
-                        None => {
-                            lines.push(FailedRuns {
-                                kind,
-                                evidence,
-                                count: 0,
-                                keys: Vec::new(),
-                                models: Vec::new(),
-                            });
-                            lines.len() - 1
-                        }
-                    };
-                    let l = &mut lines[i];
-                    l.count += 1;
-                    l.keys.push(d.key.clone());
-                    if let Some(m) = &d.info.model {
-                        if !l.models.contains(m) {
-                            l.models.push(m.clone());
-                        }
-                    }
+        // The category as the report's summary counts it: one source for both.
+        if let Some(c) = report::cause::category(d) {
+            let evidence = deciding_line(d);
+            let kind = kind_of(d, &evidence);
+            let lines = failures.entry(c.as_str().to_string()).or_default();
+            let i = match lines.iter().position(|l| l.kind == kind) {
+                Some(i) => i,
+                None => {
+                    lines.push(FailedRuns {
+                        kind,
+                        evidence,
+                        count: 0,
+                        skipped: 0,
+                        keys: Vec::new(),
+                        models: Vec::new(),
+                    });
+                    lines.len() - 1
+                }
+            };
+            let l = &mut lines[i];
+            l.count += 1;
+            l.skipped += usize::from(report::cause::is_skipped(d));
+            l.keys.push(d.key.clone());
+            if let Some(m) = &d.info.model {
+                if !l.models.contains(m) {
+                    l.models.push(m.clone());
                 }
             }
-            RunState::Held { category } => {
-                let reason = d
-                    .attempts
-                    .last()
-                    .and_then(|a| a.findings.last())
-                    .map(|f| f.reason.clone())
-                    .unwrap_or_else(|| deciding_line(d));
-                waiting.push(Waiting {
-                    key: d.key.clone(),
-                    category: category.as_str().to_string(),
-                    reason,
-                });
-            }
-            _ => {}
+        }
+        if let RunState::Held { category } = &d.record.state {
+            let reason = d
+                .attempts
+                .last()
+                .and_then(|a| a.findings.last())
+                .map(|f| f.reason.clone())
+                .unwrap_or_else(|| deciding_line(d));
+            waiting.push(Waiting {
+                key: d.key.clone(),
+                category: category.as_str().to_string(),
+                reason,
+            });
         }
         for a in &d.attempts {
             for f in &a.fixes {
@@ -171,7 +181,8 @@ pub fn build(sweep: &str, docs: &[&RunDoc], opts: &report::Options, now_ms: u64)
                     fix: f.clone(),
                 });
             }
-            if let (Some(s), Some(e)) = (a.started_ms, a.finished_ms) {
+            // GPU time is working time: a held run's wait for the operator holds no GPU.
+            if let (Some(s), Some(e)) = (a.started_ms, report::cause::worked_until(d, a)) {
                 let gpus = a.gpus.len().max(1) as f64;
                 let h = e.saturating_sub(s) as f64 / 3_600_000.0 * gpus;
                 *gpu_hours.entry(a.status().to_string()).or_insert(0.0) += h;
@@ -182,9 +193,11 @@ pub fn build(sweep: &str, docs: &[&RunDoc], opts: &report::Options, now_ms: u64)
         // Most runs first; ties in the order they first failed.
         lines.sort_by_key(|l| std::cmp::Reverse(l.count));
     }
+    variants.sort_by_key(|v| report::variant_order(v));
     Digest {
         sweep: sweep.to_string(),
         generated_ms: now_ms,
+        variants: variants.iter().map(|v| v.to_string()).collect(),
         counts,
         report: report::build(docs, opts),
         failures,
@@ -209,23 +222,40 @@ pub fn primary_value(row: &report::CommitRow, variant: &str) -> Option<(String, 
     crate::metric::headline(&c.metrics).map(|(k, v)| (k.to_string(), v))
 }
 
-/// The 3-way table's columns: baseline, human, then every agent seen, in order.
-pub fn variants(r: &Report) -> Vec<String> {
-    let mut v = vec!["baseline".to_string(), "human".to_string()];
-    for row in &r.rows {
-        for c in &row.cells {
-            if !v.contains(&c.variant) {
-                v.push(c.variant.clone());
-            }
-        }
+/// The 3-way table's verdict columns: human vs baseline, then each agent vs baseline.
+pub fn verdict_columns(d: &Digest) -> Vec<String> {
+    let agents = d.variants.iter().filter(|v| v.starts_with("agent:"));
+    std::iter::once("human vs baseline".to_string())
+        .chain(agents.map(|a| format!("{a} vs baseline")))
+        .collect()
+}
+
+/// A value with its metric's unit (`647.9 tok/s`, `12.40 ms`, `1.63 s`): a table mixing
+/// serving, throughput and latency commits is read column by column.
+pub fn with_unit(key: &str, v: f64) -> String {
+    let n = if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    };
+    match crate::metric::lookup(key).unit {
+        "" => n,
+        unit => format!("{n} {unit}"),
     }
-    v
+}
+
+/// How many runs a failure category stands for and how many of them were skipped after
+/// it, from the report's summary (what its summary block prints too).
+pub fn category_counts(d: &Digest, cat: &str) -> (usize, usize) {
+    let s = &d.report.summary;
+    let n = |m: &BTreeMap<String, usize>| m.get(cat).copied().unwrap_or(0);
+    (n(&s.failures_by_category), n(&s.skipped_by_category))
 }
 
 /// One table cell: the primary value, or the status (and category) when it did not succeed.
 pub fn value_text(row: &report::CommitRow, variant: &str) -> String {
     match primary_value(row, variant) {
-        Some((_, v)) => format!("{v:.1}"),
+        Some((k, v)) => with_unit(&k, v),
         None => match row.cells.iter().find(|c| c.variant == variant) {
             Some(c) => match &c.category {
                 Some(cat) => format!("{} ({cat})", c.status),
@@ -236,7 +266,7 @@ pub fn value_text(row: &report::CommitRow, variant: &str) -> String {
     }
 }
 
-/// The human-vs-baseline verdict of a row, worded with its direction and how it was
+/// A row's verdict for the comparison `label`, worded with its direction and how it was
 /// reached (the same words as `results`).
 pub fn verdict_text(r: &Report, row: &report::CommitRow, label: &str) -> String {
     match row.comparisons.iter().find(|c| c.label == label) {
@@ -257,132 +287,6 @@ pub fn flags_text(row: &report::CommitRow, label: &str) -> Vec<String> {
                 .map(|f| f.text.clone())
         })
         .collect()
-}
-
-/// One line for runs that failed alike: the run and its line, or for several the count,
-/// the line once, the group and a few of the runs.
-fn failed_runs_text(l: &FailedRuns) -> String {
-    let line = log_line(&l.evidence).replace('`', "'");
-    if l.count == 1 {
-        return format!("`{}`: `{line}`", terminal(&l.keys[0]));
-    }
-    let shown: Vec<String> = l
-        .keys
-        .iter()
-        .take(3)
-        .map(|k| format!("`{}`", terminal(k)))
-        .collect();
-    let more = if l.count > 3 {
-        format!(" and {} more", l.count - 3)
-    } else {
-        String::new()
-    };
-    let models = if l.models.is_empty() {
-        String::new()
-    } else {
-        format!("; models {}", terminal(&l.models.join(", ")))
-    };
-    format!(
-        "**{} runs**: `{line}` (group `{}`{models}; {}{more})",
-        l.count,
-        l.kind,
-        shown.join(", ")
-    )
-}
-
-pub fn markdown(d: &Digest) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "# Morning digest: {}\n", terminal(&d.sweep));
-    let _ = writeln!(
-        o,
-        "{} runs: {}\n",
-        d.total_runs(),
-        d.counts
-            .iter()
-            .map(|(k, v)| format!("{v} {k}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let _ = writeln!(
-        o,
-        "Named before the night: {} commits; failed during the night: {}.\n",
-        d.report.summary.named_before_night, d.report.summary.failed_during_night
-    );
-    let _ = writeln!(o, "## Waiting for a decision ({})\n", d.waiting.len());
-    if d.waiting.is_empty() {
-        let _ = writeln!(o, "Nothing is waiting.\n");
-    }
-    for w in &d.waiting {
-        let _ = writeln!(
-            o,
-            "- `{}` {}: {}",
-            terminal(&w.key),
-            w.category,
-            md_cell(&w.reason)
-        );
-    }
-    if !d.waiting.is_empty() {
-        o.push('\n');
-    }
-    let vs = variants(&d.report);
-    let _ = writeln!(
-        o,
-        "## The 3-way table (primary metric, median of repeats; {})\n",
-        crate::report::render::method_note(&d.report.summary)
-    );
-    let heads: Vec<String> = vs.iter().map(|v| md_cell(v)).collect();
-    let _ = writeln!(o, "| commit | {} | human vs baseline |", heads.join(" | "));
-    let _ = writeln!(o, "|---|{}---|", "---|".repeat(vs.len()));
-    for row in &d.report.rows {
-        let vals: Vec<String> = vs.iter().map(|v| md_cell(&value_text(row, v))).collect();
-        let _ = writeln!(
-            o,
-            "| `{}` {} | {} | {} |",
-            &row.commit[..row.commit.len().min(8)],
-            md_cell(&row.title),
-            vals.join(" | "),
-            md_cell(
-                &[verdict_text(&d.report, row, "human vs baseline")]
-                    .into_iter()
-                    .chain(
-                        flags_text(row, "human vs baseline")
-                            .into_iter()
-                            .map(|f| format!("⚑ {f}"))
-                    )
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )
-        );
-    }
-    o.push('\n');
-    o.push_str(&report::render_summary(&d.report.summary, true));
-    let _ = writeln!(o, "\n## Failures by category\n");
-    if d.failures.is_empty() {
-        let _ = writeln!(o, "No failures.");
-    }
-    for (cat, lines) in &d.failures {
-        let total: usize = lines.iter().map(|l| l.count).sum();
-        let _ = writeln!(o, "### {cat} ({total})\n");
-        for l in lines {
-            let _ = writeln!(o, "- {}", failed_runs_text(l));
-        }
-        o.push('\n');
-    }
-    let _ = writeln!(o, "\n## Fixes applied ({})\n", d.fixes.len());
-    for f in &d.fixes {
-        let _ = writeln!(
-            o,
-            "- `{}` attempt {}: {}",
-            terminal(&f.key),
-            f.attempt,
-            terminal(&f.fix)
-        );
-    }
-    let _ = writeln!(o, "\n## GPU-hours by outcome\n");
-    for (k, h) in &d.gpu_hours {
-        let _ = writeln!(o, "- {k}: {h:.2}");
-    }
-    o
 }
 
 #[cfg(test)]

@@ -149,7 +149,10 @@ fn markdown_has_every_section_and_worded_verdicts() {
         md.contains("better (more tok/s 10.0%; threshold uncalibrated ±2%)"),
         "{md}"
     );
-    assert!(md.contains("| 100.0 | 110.0 | 95.0 |"), "{md}");
+    assert!(
+        md.contains("| 100.0 tok/s | 110.0 tok/s | 95.0 tok/s |"),
+        "{md}"
+    );
     assert!(md.contains("failed (cuda_oom)"), "{md}");
 }
 
@@ -291,4 +294,188 @@ fn plan_and_log_text_is_inert_in_the_digest() {
     assert!(rows.iter().all(|l| cells(l) == cells(rows[0])), "{md}");
     let page = html::render(&d);
     assert_inert(&page, "\\x1b[2J\\x07evil\\x0d");
+}
+
+/// A run held on image_not_found and then skipped with `S`, as the store reads it.
+fn skipped_after(commit: &str, variant: Variant, category: Category) -> RunDoc {
+    let skipped = RunState::Finished {
+        outcome: Outcome::Skipped {
+            reason: format!("skipped by the operator: all {category}"),
+        },
+    };
+    let mut d = doc(commit, variant, RunState::Held { category }, None);
+    d.record.state = skipped.clone();
+    d.record.attempt = 1;
+    d.attempts[0].end = Some(skipped);
+    d
+}
+
+/// `S` on 34 held image_not_found runs: the digest still says what they failed of, in its
+/// counts, its summary and its failure section, with the same numbers in each.
+#[test]
+fn runs_skipped_after_a_diagnosis_keep_their_cause_in_the_digest() {
+    let mut docs = night();
+    for i in 0..34 {
+        let c = format!("cc{i:06}");
+        docs.push(skipped_after(&c, Variant::Human, Category::ImageNotFound));
+    }
+    let refs: Vec<&RunDoc> = docs.iter().collect();
+    let d = build(
+        "iso",
+        &refs,
+        &crate::report::Options::with_threshold(2.0),
+        0,
+    );
+    assert_eq!(d.counts["skipped"], 34);
+    let lines = &d.failures["image_not_found"];
+    assert_eq!(lines.iter().map(|l| l.count).sum::<usize>(), 34);
+    assert_eq!(lines.iter().map(|l| l.skipped).sum::<usize>(), 34);
+    let md = markdown(&d);
+    assert!(
+        md.contains("Of those skipped, skipped after image_not_found: 34."),
+        "{md}"
+    );
+    assert!(
+        md.contains("### image_not_found (34; 34 skipped after it)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("  image_not_found: 34 (34 skipped after it)"),
+        "{md}"
+    );
+    assert!(md.contains("skipped (image_not_found)"), "{md}");
+    assert!(!md.contains("No failures."), "{md}");
+    let page = html::render(&d);
+    assert!(
+        page.contains("image_not_found (34; 34 skipped after it)"),
+        "{page}"
+    );
+    // `results --filter category=image_not_found` finds them too.
+    let f = crate::report::parse_filter("category=image_not_found").unwrap();
+    assert_eq!(
+        refs.iter()
+            .filter(|d| crate::report::matches(d, &f))
+            .count(),
+        34
+    );
+}
+
+/// The summary block and the failure sections count the same runs: a held run is in both
+/// (it failed and waits for a decision), and every heading is the summary's number.
+#[test]
+fn the_digests_summary_and_sections_agree() {
+    let mut docs = night();
+    docs.push(skipped_after(
+        "dddd4444",
+        Variant::Baseline,
+        Category::CudaOom,
+    ));
+    let refs: Vec<&RunDoc> = docs.iter().collect();
+    let d = build(
+        "iso",
+        &refs,
+        &crate::report::Options::with_threshold(2.0),
+        0,
+    );
+    let summary = &d.report.summary.failures_by_category;
+    let sections: BTreeMap<String, usize> = d
+        .failures
+        .iter()
+        .map(|(c, l)| (c.clone(), l.iter().map(|l| l.count).sum()))
+        .collect();
+    assert_eq!(&sections, summary);
+    assert_eq!(summary["numpy_abi"], 1);
+    assert_eq!(summary["cuda_oom"], 2);
+    let md = markdown(&d);
+    assert!(md.contains("### numpy_abi (1)"), "{md}");
+    assert!(md.contains("### cuda_oom (2; 1 skipped after it)"), "{md}");
+    assert!(md.contains("  cuda_oom: 2 (1 skipped after it)"), "{md}");
+}
+
+/// The 3-way table: a value column and a verdict column per agent of the plan, and every
+/// value with its unit.
+#[test]
+fn the_three_way_table_has_agent_columns_and_units() {
+    let mut docs = night();
+    // A latency commit: seconds, not tok/s.
+    for (v, lat) in [(Variant::Baseline, 1.8), (Variant::Human, 1.63)] {
+        let mut d = doc(
+            "eeee5555",
+            v,
+            RunState::Finished {
+                outcome: Outcome::Success,
+            },
+            None,
+        );
+        d.attempts[0].metrics = [("latency_avg_s".to_string(), lat)].into();
+        docs.push(d);
+    }
+    // An agent with no result anywhere still has its columns.
+    docs.push(skipped_after(
+        "eeee5555",
+        Variant::Agent("codex".into()),
+        Category::ImageNotFound,
+    ));
+    let refs: Vec<&RunDoc> = docs.iter().collect();
+    let d = build(
+        "iso",
+        &refs,
+        &crate::report::Options::with_threshold(2.0),
+        0,
+    );
+    assert_eq!(
+        d.variants,
+        ["baseline", "human", "agent:claude", "agent:codex"]
+    );
+    let md = markdown(&d);
+    assert!(
+        md.contains("| commit | baseline | human | agent:claude | agent:codex | human vs baseline | agent:claude vs baseline | agent:codex vs baseline |"),
+        "{md}"
+    );
+    // Agent 95 vs baseline 100 tok/s: worse, worded with its direction.
+    assert!(
+        md.contains("| 100.0 tok/s | 110.0 tok/s | 95.0 tok/s | - | better (more tok/s 10.0%; threshold uncalibrated ±2%) | worse (less tok/s 5.0%; threshold uncalibrated ±2%) | - |"),
+        "{md}"
+    );
+    assert!(md.contains("| 1.80 s | 1.63 s |"), "{md}");
+    let page = html::render(&d);
+    assert!(page.contains("<th>agent:codex vs baseline</th>"), "{page}");
+    assert!(page.contains("<td class=\"num\">95.0 tok/s</td>"), "{page}");
+}
+
+/// Held at 1 h, skipped at 3 h: an hour on the GPU, not three (the wait holds no GPU).
+#[test]
+fn gpu_hours_leave_out_the_wait_for_the_operator() {
+    let mut d = skipped_after("ffff6666", Variant::Human, Category::CudaOom);
+    let held = RunState::Held {
+        category: Category::CudaOom,
+    };
+    let active = RunState::Active {
+        stage: crate::model::Stage::LoadingServer,
+    };
+    d.attempts[0].finished_ms = Some(3 * 3_600_000);
+    let skip = d.attempts[0].end.clone().unwrap();
+    for (at, from, to) in [
+        (3_600_000, active, held.clone()),
+        (3 * 3_600_000, held, skip),
+    ] {
+        d.history.push(crate::store::record::StateChange {
+            at_ms: at,
+            attempt: 1,
+            from,
+            to,
+            detail: None,
+        });
+    }
+    let d = build(
+        "iso",
+        &[&d],
+        &crate::report::Options::with_threshold(2.0),
+        0,
+    );
+    assert!(
+        (d.gpu_hours["skipped"] - 1.0).abs() < 1e-9,
+        "{:?}",
+        d.gpu_hours
+    );
 }

@@ -20,7 +20,13 @@ impl Engine {
                     && !self.model_paused(i)
                     && self.window_allows(i)
             };
-            let Some(index) = self.queue.pick(&self.pool, eligible) else {
+            // The first waiting run keeps its place: others pass it only by backfilling.
+            let head = self.queue.head(eligible);
+            let passes = |i: usize| match head {
+                Some((h, need)) if h != i && need > self.pool.free() => self.backfills(need, i),
+                _ => true,
+            };
+            let Some(index) = self.queue.pick(&self.pool, |i| eligible(i) && passes(i)) else {
                 return Ok(());
             };
             let spec = &self.plan.runs[index];
@@ -31,6 +37,31 @@ impl Engine {
                 .expect("scheduler picked a run that fits");
             self.start(RunId(index as u32), gpus)?;
         }
+    }
+
+    /// May queued run `i` start ahead of a waiting run that needs `head` GPUs
+    /// ([`crate::scheduler::may_backfill`], with the lengths learned tonight)?
+    fn backfills(&self, head: u32, i: usize) -> bool {
+        let guess = self.runtime.typical_run().mul_f64(self.time_scale);
+        let expect = |run: usize| {
+            let model = self.plan.commit_of(&self.plan.runs[run]).model.as_deref();
+            self.lengths.expect_or(model, guess)
+        };
+        let ends: Vec<(Duration, u32)> = self
+            .active
+            .iter()
+            .map(|(id, a)| {
+                let left = expect(id.0 as usize).saturating_sub(a.started.elapsed());
+                (left, a.gpus.len() as u32)
+            })
+            .collect();
+        crate::scheduler::may_backfill(
+            self.pool.free(),
+            head,
+            &ends,
+            self.plan.runs[i].gpus,
+            expect(i),
+        )
     }
 
     /// The queue mirrors the state: rebuilt once (a resumed state never emitted its

@@ -77,9 +77,8 @@ pub fn matches(doc: &RunDoc, filter: &[(String, bool, String)]) -> bool {
             "status" => {
                 a.map(|a| a.status()).unwrap_or("queued") == val || doc.record.state.label() == *val
             }
-            "category" => a
-                .and_then(|a| a.category())
-                .is_some_and(|c| c.as_str() == val),
+            // As every output names a run's cause: a skip after a diagnosis keeps it.
+            "category" => super::cause::category(doc).is_some_and(|c| c.as_str() == val),
             "model" => doc
                 .info
                 .model

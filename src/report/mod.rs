@@ -3,6 +3,7 @@
 //! comparability ([`comparable`]), and a summary like the seed reports'. Pure: docs
 //! in, report out; [`render`] turns it into text.
 
+pub mod cause;
 pub mod chart;
 pub mod comparable;
 mod filter;
@@ -223,7 +224,11 @@ pub struct Summary {
     pub named_before_night: usize,
     /// Commits with nothing set aside before the night and a variant failed during it.
     pub failed_during_night: usize,
+    /// Runs per failure category: failed, held, and skipped after the diagnosis.
     pub failures_by_category: BTreeMap<String, usize>,
+    /// Of those, the runs skipped after it (`S` on 34 held image_not_found runs: 34).
+    #[serde(default)]
+    pub skipped_by_category: BTreeMap<String, usize>,
     pub human_vs_baseline: Outcomes,
     /// Per agent: vs baseline and vs human.
     pub agent_vs_baseline: BTreeMap<String, Outcomes>,
@@ -285,10 +290,6 @@ fn cell(docs: &[&RunDoc], level: f64, cache: &mut comparable::CommandFacts) -> O
         Some((d, a)) => comparable::facts_in(cache, d, Some(a)),
         None => comparable::facts_in(cache, first, rep),
     };
-    let first_failure = docs
-        .iter()
-        .filter_map(|d| d.representative())
-        .find(|a| a.status() != "success");
     Some(Cell {
         key: first.key.clone(),
         keys: docs.iter().map(|d| d.key.clone()).collect(),
@@ -307,11 +308,12 @@ fn cell(docs: &[&RunDoc], level: f64, cache: &mut comparable::CommandFacts) -> O
                 None => first.record.state.label(),
             }
         },
+        // The first repeat's cause that has one (a skip after a diagnosis keeps it).
         category: if n > 0 {
             None
         } else {
-            first_failure
-                .and_then(|a| a.category())
+            docs.iter()
+                .find_map(|d| cause::category(d))
                 .map(|c| c.as_str().to_string())
         },
         n,

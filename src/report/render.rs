@@ -251,7 +251,16 @@ pub fn render_summary(s: &Summary, md: bool) -> String {
         let mut f: Vec<_> = s.failures_by_category.iter().collect();
         f.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         for (c, n) in f {
-            let _ = writeln!(o, "{}  {}: {n}", if md { "" } else { "  " }, terminal(c));
+            let skipped = match s.skipped_by_category.get(c) {
+                Some(k) => format!(" ({k} skipped after it)"),
+                None => String::new(),
+            };
+            let _ = writeln!(
+                o,
+                "{}  {}: {n}{skipped}",
+                if md { "" } else { "  " },
+                terminal(c)
+            );
         }
     }
     o

@@ -11,8 +11,11 @@ use serde::{Deserialize, Serialize};
 pub struct Share {
     pub runs: usize,
     pub successful_runs: usize,
-    /// The failure category of each run that has one, in run order.
+    /// The failure category of each run that has one, in run order ([`super::cause`]).
     pub failures: Vec<String>,
+    /// Those of runs skipped after their diagnosis.
+    #[serde(default)]
+    pub skipped: Vec<String>,
     pub comparisons: Vec<Counted>,
     /// Baseline, human and at least one agent succeeded and are comparable.
     pub usable_3way: bool,
@@ -48,8 +51,11 @@ impl Share {
                 if a.status() == "success" {
                     s.successful_runs += 1;
                 }
-                if let Some(cat) = a.category() {
-                    s.failures.push(cat.as_str().to_string());
+            }
+            if let Some(cat) = super::cause::category(d) {
+                s.failures.push(cat.as_str().to_string());
+                if super::cause::is_skipped(d) {
+                    s.skipped.push(cat.as_str().to_string());
                 }
             }
         }
@@ -98,6 +104,9 @@ impl Share {
         summary.failed_during_night += usize::from(self.failed_during_night);
         for cat in &self.failures {
             *summary.failures_by_category.entry(cat.clone()).or_default() += 1;
+        }
+        for cat in &self.skipped {
+            *summary.skipped_by_category.entry(cat.clone()).or_default() += 1;
         }
         for c in &self.comparisons {
             if let Some(v) = c.verdict {

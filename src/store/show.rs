@@ -91,13 +91,18 @@ pub fn render_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
             );
         }
         for a in &d.attempts {
-            let base = a.started_ms.unwrap_or(0);
             let mut head = format!("  attempt {}: {}", a.attempt, a.status());
-            if let Some(c) = a.category() {
+            // A skip after a diagnosis keeps its cause, as every output names it.
+            if let Some(c) = crate::report::cause::of_attempt(d, a) {
                 let _ = write!(head, " ({c})");
             }
-            if let (Some(s), Some(f)) = (a.started_ms, a.finished_ms) {
+            // Its working time: a held run's wait for the operator is not part of it.
+            let worked = crate::report::cause::worked_until(d, a);
+            if let (Some(s), Some(f)) = (a.started_ms, worked) {
                 let _ = write!(head, " in {:.1}s", f.saturating_sub(s) as f64 / 1000.0);
+            }
+            if a.started_ms.is_none() && a.finished_ms.is_some() {
+                head.push_str(", not started");
             }
             if !a.gpus.is_empty() {
                 let _ = write!(head, " on GPUs {:?}", a.gpus);
@@ -106,19 +111,27 @@ pub fn render_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
             if let Some(det) = &a.detail {
                 line(&mut o, format_args!("    detail    {}", log_line(det)));
             }
-            for (s, at) in &a.stages {
-                let at = t(*at, base);
-                line(
-                    &mut o,
-                    format_args!("    stage     {:<20} {at}", s.as_str()),
-                );
-            }
-            if let Some(f) = a.finished_ms {
-                let at = t(f, base);
-                line(
-                    &mut o,
-                    format_args!("    ended     {:<20} {at}", a.status()),
-                );
+            // Times are from the attempt's start; an attempt that never started (skipped
+            // or cancelled while queued) has none to print.
+            if let Some(base) = a.started_ms {
+                for (s, at) in &a.stages {
+                    let at = t(*at, base);
+                    line(
+                        &mut o,
+                        format_args!("    stage     {:<20} {at}", s.as_str()),
+                    );
+                }
+                if let Some(w) = worked.filter(|w| Some(*w) != a.finished_ms) {
+                    let at = t(w, base);
+                    line(&mut o, format_args!("    stopped   {:<20} {at}", "held"));
+                }
+                if let Some(f) = a.finished_ms {
+                    let at = t(f, base);
+                    line(
+                        &mut o,
+                        format_args!("    ended     {:<20} {at}", a.status()),
+                    );
+                }
             }
             for f in &a.findings {
                 let (cat, action) = (&f.category, &f.action);
@@ -210,6 +223,79 @@ mod tests {
     use crate::event::Finding;
     use crate::model::{Outcome, RunState, Variant};
     use crate::sanitize::{assert_inert, HOSTILE, HOSTILE_SHOWN};
+
+    /// An attempt skipped while queued never started: no `+1795636128.6s` (its end measured
+    /// from an unset start), just that it did not start. A run held on image_not_found and
+    /// then skipped says what it was skipped after, and its time stops when it was held.
+    #[test]
+    fn an_attempt_skipped_before_it_started_prints_no_times() {
+        use super::super::record::StateChange;
+        let skipped = RunState::Finished {
+            outcome: Outcome::Skipped {
+                reason: "skipped by the operator: all image_not_found".into(),
+            },
+        };
+        let held = RunState::Held {
+            category: Category::ImageNotFound,
+        };
+        let mut d = crate::report::tests::doc("c1", Variant::Human, "x", 1.0);
+        let a = &mut d.attempts[0];
+        a.metrics.clear();
+        a.started_ms = Some(1_795_636_000_000);
+        a.stages = vec![(crate::model::Stage::PreparingImage, 1_795_636_000_000)];
+        a.end = Some(skipped.clone());
+        a.finished_ms = Some(1_795_639_600_000);
+        a.findings = vec![Finding {
+            category: Category::ImageNotFound,
+            evidence: "manifest unknown".into(),
+            action: Action::Operator,
+            recipe: None,
+            reason: "no image".into(),
+            predicted: false,
+            confidence: None,
+            telling: vec![],
+            kind: None,
+        }];
+        d.history = vec![
+            StateChange {
+                at_ms: 1_795_636_002_000,
+                attempt: 1,
+                from: RunState::Active {
+                    stage: crate::model::Stage::PreparingImage,
+                },
+                to: held.clone(),
+                detail: None,
+            },
+            StateChange {
+                at_ms: 1_795_639_600_000,
+                attempt: 1,
+                from: held,
+                to: skipped.clone(),
+                detail: None,
+            },
+        ];
+        // Attempt 2: re-queued, then skipped before it started.
+        d.attempts.push(crate::store::record::AttemptDoc {
+            attempt: 2,
+            end: Some(skipped),
+            finished_ms: Some(1_795_636_128_600),
+            ..Default::default()
+        });
+        let out = render(&[&d]);
+        assert!(
+            out.contains("  attempt 1: skipped (image_not_found) in 2.0s\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("    stopped   held                 +2.0s\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  attempt 2: skipped (image_not_found), not started\n"),
+            "{out}"
+        );
+        assert!(!out.contains("+1795636"), "{out}");
+    }
 
     /// Every field `show` prints from the plan or a log, hostile: each shown escaped, and
     /// every line of the output still one of show's lines.

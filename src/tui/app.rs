@@ -368,6 +368,8 @@ impl App {
     /// dropped. Selections are runs and commits, not rows, so they stay where they were;
     /// what was made from the old state is made again.
     pub fn on_state(&mut self, state: SweepState) {
+        // A snapshot of a sweep that already ended: the screen says finished, not running.
+        self.finished |= state.finished;
         self.state = state;
         self.learned.take();
         self.groups.take();
@@ -404,6 +406,52 @@ impl App {
         Some(self.logs.get(run.0 as usize)?.as_ref()?.tab(self.log_tab))
     }
 
+    /// How far the night is over the runs the plan can run. The runs it marks unrunnable
+    /// (no image, an invalid command, `skip = true`) end in the first second: counted as
+    /// done they would put the bar at half way before anything ran.
+    pub fn progress(&self) -> Progress {
+        let mut p = Progress::default();
+        for (spec, r) in self.plan.runs.iter().zip(&self.state.runs) {
+            if spec.skip_reason.is_some() {
+                p.not_runnable += 1;
+                continue;
+            }
+            p.total += 1;
+            match &r.state {
+                RunState::Finished { outcome } => {
+                    p.done += 1;
+                    if matches!(outcome, Outcome::Skipped { .. } | Outcome::Cancelled) {
+                        p.skipped += 1;
+                    }
+                }
+                RunState::Queued => p.queued += 1,
+                _ => {}
+            }
+        }
+        p
+    }
+
+    /// The finding a run waits on: the diagnosis of what it is held or failed with. An
+    /// earlier one (the run fixed, retried or skipped since) is history, not a question:
+    /// no banner offers keys for it.
+    pub fn current_finding(&self, run: RunId) -> Option<&crate::event::Finding> {
+        let r = self.state.runs.get(run.0 as usize)?;
+        let now = match &r.state {
+            RunState::Held { category }
+            | RunState::Finished {
+                outcome: Outcome::Failed { category },
+            } => *category,
+            _ => return None,
+        };
+        r.finding.as_ref().filter(|f| f.category == now)
+    }
+
+    /// How long the sweep has run: frozen at its end once it has ended (see
+    /// [`SweepState::elapsed_ms`]).
+    pub fn elapsed_ms(&self) -> Option<u64> {
+        self.state.elapsed_ms(self.now_ms, self.finished)
+    }
+
     /// Estimated time left: measured mean run time × remaining GPU demand / GPUs.
     pub fn eta_ms(&self) -> Option<u64> {
         let mean = self.state.mean_run_ms()?;
@@ -426,6 +474,27 @@ impl App {
     }
 }
 
+/// Progress over the runnable runs (see [`App::progress`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Runnable runs that ended (succeeded, failed, skipped or cancelled).
+    pub done: usize,
+    /// Runs the plan can run.
+    pub total: usize,
+    /// Runnable runs skipped or cancelled.
+    pub skipped: usize,
+    /// Runnable runs waiting their turn.
+    pub queued: usize,
+    /// Runs the plan marks unrunnable: never run, never counted in the progress.
+    pub not_runnable: usize,
+}
+
+impl Progress {
+    pub fn pct(&self) -> usize {
+        (self.done * 100).checked_div(self.total).unwrap_or(0)
+    }
+}
+
 /// What the cached failure groups were made from: failed, held, skipped, attempts.
 type GroupsKey = (usize, usize, usize, u64);
 
@@ -436,12 +505,13 @@ enum Focus {
     Results,
 }
 
-/// The failure category of a run, observed or predicted.
+/// The failure category of a run, observed or predicted: a run that stopped has the one
+/// its outcome stands on (skipped after a diagnosis keeps it, see
+/// [`crate::state::outcome_category`]); one still to run, its latest finding's.
 pub fn run_category(state: &RunState, finding: Option<&crate::event::Finding>) -> Option<Category> {
     match state {
-        RunState::Held { category } => Some(*category),
-        RunState::Finished { outcome } => outcome.category(),
-        _ => finding.map(|f| f.category),
+        RunState::Queued | RunState::Active { .. } => finding.map(|f| f.category),
+        _ => crate::state::outcome_category(state, finding),
     }
 }
 

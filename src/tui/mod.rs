@@ -18,6 +18,8 @@ mod tests;
 #[cfg(test)]
 mod tests_gpu;
 #[cfg(test)]
+mod tests_numbers;
+#[cfg(test)]
 mod tests_selection;
 pub mod theme;
 pub mod views;

@@ -87,7 +87,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
         app.runtime = r;
     }
     if let Some(st) = opts.initial_state.clone() {
-        app.state = st;
+        app.on_state(st);
     }
     app.calibration = opts.calibration.clone();
     let (gtx, mut grx) = tokio::sync::mpsc::unbounded_channel();

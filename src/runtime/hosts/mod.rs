@@ -24,16 +24,21 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// How often each host is pinged, and how long a ping may take before the host counts
-/// as gone.
+/// How often each host is pinged, how long one ping may take, and how many must fail in a
+/// row before the host counts as gone. Docker answers slowly during big pulls and commits:
+/// one slow or lost ping must not cancel a host's runs. A refused connection fails fast,
+/// so a dead host is still noticed within about two seconds; a hung one within 20.
 const HEALTH_PERIOD: Duration = Duration::from_millis(500);
-const PING_TIMEOUT: Duration = Duration::from_secs(2);
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
+const MISSES_DOWN: u32 = 4;
 /// After a host is lost, how long its runs' teardown may take before they are let go
 /// (a host that is gone does not answer the removal either).
 const LOST_TEARDOWN: Duration = Duration::from_secs(5);
 
 struct HostState {
     up: bool,
+    /// Pings failed in a row.
+    misses: u32,
     /// Local GPU index → busy.
     busy: Vec<bool>,
     /// Runs in flight here: id → their stop token.
@@ -119,6 +124,7 @@ impl MultiHost {
             hosts.push(Arc::new(Host {
                 state: Mutex::new(HostState {
                     up: true,
+                    misses: 0,
                     busy: vec![false; spec.gpus as usize],
                     inflight: HashMap::new(),
                 }),
@@ -190,9 +196,14 @@ impl MultiHost {
                 });
                 let answers = futures_util::future::join_all(pings).await;
                 for (h, ok) in me.hosts.iter().zip(answers) {
+                    let misses = {
+                        let mut st = h.lock();
+                        st.misses = if ok { 0 } else { st.misses + 1 };
+                        st.misses
+                    };
                     if ok && !h.lock().up {
                         me.revive(h).await;
-                    } else {
+                    } else if ok || misses >= MISSES_DOWN {
                         me.set_up(h, ok);
                     }
                 }
@@ -354,7 +365,12 @@ impl MultiHost {
                 }
             }
         };
-        let lost = !cancel.is_cancelled() && (stop.is_cancelled() || !self.answers(&host).await);
+        // A run that came back with its result keeps it, whatever a ping says now; one
+        // that ended otherwise while its host stops answering was cut short by the host.
+        let finished = matches!(report.end, RunEnd::BenchExited { .. });
+        let lost = !cancel.is_cancelled()
+            && !finished
+            && (stop.is_cancelled() || !self.still_answers(&host).await);
         self.release(h, &local, id);
         if lost {
             self.set_up(&host, false);
@@ -377,6 +393,18 @@ impl MultiHost {
             tokio::time::timeout(PING_TIMEOUT, h.docker.ping()).await,
             Ok(Ok(_))
         )
+    }
+
+    /// Asked as the health check would decide: gone only after [`MISSES_DOWN`] failed
+    /// pings in a row.
+    async fn still_answers(&self, h: &Host) -> bool {
+        for _ in 0..MISSES_DOWN {
+            if self.answers(h).await {
+                return true;
+            }
+            tokio::time::sleep(HEALTH_PERIOD).await;
+        }
+        false
     }
 
     /// When each lost host was noticed (for the test's and the operator's timing).

@@ -2,7 +2,7 @@
 //! with deltas against the commit's baseline, and the diagnosis banner.
 
 use super::{block, fit, fmt_dur, fmt_num};
-use crate::model::{RunId, RunState, Stage};
+use crate::model::{Outcome, RunId, RunState, Stage};
 use crate::tui::app::App;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -60,6 +60,20 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         RunState::Active { stage } => Some(stage),
         _ => None,
     };
+    // The stage an attempt stopped in did not complete unless the run succeeded: it says
+    // how it stopped, never ✓.
+    let last = r.stages.last().map(|(s, _)| *s);
+    let stopped = match &r.state {
+        RunState::Active { .. }
+        | RunState::Finished {
+            outcome: Outcome::Success,
+        } => None,
+        RunState::Finished {
+            outcome: Outcome::Cancelled,
+        } => Some(("⊘", Style::default().fg(t.skipped))),
+        RunState::Queued => Some(("↺", Style::default().fg(t.queued))),
+        _ => Some(("✗", Style::default().fg(t.fail))),
+    };
     for (i, stage) in Stage::ALL.iter().enumerate() {
         let pos = r.stages.iter().position(|(s, _)| s == stage);
         let (mark, style, dur) = match pos {
@@ -76,14 +90,14 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                     })
                     .unwrap_or(app.now_ms);
                 let d = fmt_dur(end.saturating_sub(start));
-                if current == Some(*stage) {
-                    (
+                match stopped {
+                    _ if current == Some(*stage) => (
                         "▶",
                         Style::default().fg(t.active).add_modifier(Modifier::BOLD),
                         d,
-                    )
-                } else {
-                    ("✓", Style::default().fg(t.ok), d)
+                    ),
+                    Some((mark, style)) if last == Some(*stage) => (mark, style, d),
+                    _ => ("✓", Style::default().fg(t.ok), d),
                 }
             }
             None => ("·", t.dim(), String::new()),
@@ -136,8 +150,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             ]));
         }
     }
-    // Diagnosis banner.
-    if let Some(fd) = &r.finding {
+    // Diagnosis banner: only while the run waits on it (held, or failed with it). A run
+    // fixed, retried or skipped since has its detail instead; a queued run its prediction.
+    if let Some(fd) = app.current_finding(run) {
         lines.push(Line::from(Span::styled(
             fit(&banner_text(app, run), w),
             t.banner(),
@@ -153,6 +168,13 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 t.dim(),
             )));
         }
+    } else if let Some(fd) = r
+        .finding
+        .as_ref()
+        .filter(|f| f.predicted && r.state == RunState::Queued)
+    {
+        let text = format!("⚠ predicted {}: {}", fd.category, fd.reason);
+        lines.push(Line::from(Span::styled(fit(&text, w), t.dim())));
     } else if let Some(d) = &r.detail {
         lines.push(Line::from(Span::styled(fit(d, w), t.dim())));
     }
@@ -208,10 +230,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
 }
 
-/// "aimv2_conflict — press f to apply fix aimv2-exist-ok, r to retry, s to skip".
+/// "aimv2_conflict — press f to apply fix aimv2-exist-ok, r to retry, s to skip"; empty
+/// when the run waits on no finding ([`App::current_finding`]).
 pub fn banner_text(app: &App, run: RunId) -> String {
-    let r = app.state.run(run);
-    let Some(fd) = &r.finding else {
+    let Some(fd) = app.current_finding(run) else {
         return String::new();
     };
     let k = |a| app.keymap.label_of(a);

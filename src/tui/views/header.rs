@@ -49,14 +49,14 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let busy = app.gpus_busy();
     let eta = match (app.eta_ms(), c.queued + c.active) {
         (_, 0) => "—".to_string(),
+        // Ended with runs left (stopped, or the daemon gone): nothing more will run.
+        _ if app.finished || app.state.finished => "—".into(),
+        // Nothing starts while paused: an estimate would stand still and lie.
+        _ if app.state.paused.is_some() => "paused".into(),
         (Some(ms), _) => fmt_dur(ms),
         (None, _) => "measuring…".into(),
     };
-    let elapsed = app
-        .state
-        .started_ms
-        .map(|s| fmt_dur(app.now_ms.saturating_sub(s)))
-        .unwrap_or_default();
+    let elapsed = app.elapsed_ms().map(fmt_dur).unwrap_or_default();
     let top = Line::from(vec![
         Span::styled(" nightshift ", t.header().add_modifier(Modifier::BOLD)),
         Span::styled(
@@ -92,13 +92,15 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             t.dim(),
         ),
     ]);
-    let pct = (c.done() * 100).checked_div(c.total).unwrap_or(0);
+    // Over the runs the plan can run; the ones it cannot are said apart.
+    let p = app.progress();
+    let pct = p.pct();
     let bar_w = 20usize;
-    let filled = (c.done() * bar_w).checked_div(c.total).unwrap_or(0);
+    let filled = (p.done * bar_w).checked_div(p.total).unwrap_or(0);
     let bar = format!("{}{}", "█".repeat(filled), "░".repeat(bar_w - filled));
-    let second = Line::from(vec![
+    let mut second = vec![
         Span::styled(
-            format!(" {}/{} done ", c.done(), c.total),
+            format!(" {}/{} done ", p.done, p.total),
             t.text().add_modifier(Modifier::BOLD),
         ),
         Span::styled(bar, Style::default().fg(t.accent)),
@@ -108,13 +110,19 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Span::styled(format!("! {} held ", c.held), Style::default().fg(t.warn)),
         Span::styled(format!("▶ {} ", c.active), Style::default().fg(t.active)),
         Span::styled(
-            format!("· {} queued ", c.queued),
+            format!("· {} queued ", p.queued),
             Style::default().fg(t.queued),
         ),
         Span::styled(
-            format!("⊘ {} skipped ", c.skipped + c.cancelled),
+            format!("⊘ {} skipped ", p.skipped),
             Style::default().fg(t.skipped),
         ),
-    ]);
-    f.render_widget(Paragraph::new(vec![top, second]), area);
+    ];
+    if p.not_runnable > 0 {
+        second.push(Span::styled(
+            format!("· {} not runnable ", p.not_runnable),
+            t.dim(),
+        ));
+    }
+    f.render_widget(Paragraph::new(vec![top, Line::from(second)]), area);
 }

@@ -48,7 +48,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     app.hits.logs.set(inner);
     // Banner for a run that failed and waits for a key.
     if let Some(r) = run {
-        if app.state.run(r).finding.is_some() && inner.height > 2 {
+        if app.current_finding(r).is_some() && inner.height > 2 {
             let text = super::active::banner_text(app, r);
             f.render_widget(
                 Paragraph::new(Span::styled(fit(&text, inner.width as usize), t.banner())),

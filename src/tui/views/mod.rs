@@ -46,7 +46,7 @@ pub fn draw(f: &mut Frame, app: &App) {
 }
 
 fn too_small(f: &mut Frame, app: &App, area: Rect) {
-    let c = app.state.counts();
+    let (c, p) = (app.state.counts(), app.progress());
     let text = vec![
         Line::from(Span::styled(
             "nightshift",
@@ -58,9 +58,7 @@ fn too_small(f: &mut Frame, app: &App, area: Rect) {
         )),
         Line::from(format!(
             "{}/{} runs done, {} active",
-            c.done(),
-            c.total,
-            c.active
+            p.done, p.total, c.active
         )),
         Line::from("q quits"),
     ];

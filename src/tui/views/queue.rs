@@ -133,14 +133,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
                     let metric = match (&r.state, headline(&r.metrics)) {
                         (_, Some((_, v))) => fmt_num(v),
                         (RunState::Active { stage }, None) => stage.short().to_string(),
-                        (RunState::Held { category }, None) => category.to_string(),
-                        (
-                            RunState::Finished {
-                                outcome: Outcome::Failed { category },
-                            },
-                            None,
-                        ) => category.to_string(),
-                        _ => String::new(),
+                        // Held, failed, or skipped after a diagnosis: the cause.
+                        (_, None) => r.category().map(|c| c.to_string()).unwrap_or_default(),
                     };
                     // A marker besides the colour, so the selection reads without colour.
                     let mark = if sel_row && vi == app.sel_variant {

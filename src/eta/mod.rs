@@ -1,0 +1,248 @@
+//! When the night ends: the schedule itself, replayed forward. Runs still to come take
+//! GPUs in the scheduler's order (commits already started first, then plan order, first
+//! fit: a TP-8 run waits for eight free GPUs while smaller ones go past), each for the
+//! length learned tonight for its group (model and benchmark kind), runs in flight for
+//! what is left of theirs. Three replays, with the lower quartile, the median and the
+//! upper quartile of the learned lengths, give the estimate and its interval. Pure.
+
+pub mod bench;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+
+/// One run as the estimate sees it.
+#[derive(Debug, Clone)]
+pub struct Need {
+    pub gpus: u32,
+    /// Runs of one group take about as long (e.g. `model|kind`).
+    pub group: String,
+    /// Scheduling order (commit, variant order): smaller first.
+    pub order: (usize, u8),
+    /// Some variant of its commit has started (it goes before commits not started).
+    pub commit_started: bool,
+}
+
+/// Where a run is now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Now {
+    Queued,
+    Active {
+        elapsed_ms: u64,
+    },
+    /// Ended, with how long its last attempt took (when it ran).
+    Done {
+        took_ms: Option<u64>,
+    },
+}
+
+/// Time left, with an interval (lower and upper quartile of the learned lengths).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Eta {
+    pub left_ms: u64,
+    pub low_ms: u64,
+    pub high_ms: u64,
+}
+
+/// The estimate for `runs` on `gpus` GPUs; `None` until some run has ended with a length.
+pub fn estimate(runs: &[(Need, Now)], gpus: u32) -> Option<Eta> {
+    let lengths = Lengths::learn(runs)?;
+    let at = |q: usize| replay(runs, gpus, &|g: &str| lengths.get(g, q));
+    Some(Eta {
+        left_ms: at(1),
+        low_ms: at(0),
+        high_ms: at(2),
+    })
+}
+
+/// Quartiles of the learned lengths, per group and over all.
+struct Lengths {
+    by_group: BTreeMap<String, [u64; 3]>,
+    all: [u64; 3],
+}
+
+fn quartiles(v: &mut [u64]) -> [u64; 3] {
+    v.sort_unstable();
+    let at = |p: usize| v[(v.len() - 1) * p / 4];
+    [at(1), at(2), at(3)]
+}
+
+impl Lengths {
+    fn learn(runs: &[(Need, Now)]) -> Option<Lengths> {
+        let mut groups: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        let mut all = Vec::new();
+        for (n, now) in runs {
+            if let Now::Done { took_ms: Some(t) } = now {
+                groups.entry(n.group.clone()).or_default().push(*t);
+                all.push(*t);
+            }
+        }
+        if all.is_empty() {
+            return None;
+        }
+        let by_group: BTreeMap<String, [u64; 3]> = groups
+            .into_iter()
+            .map(|(g, mut v)| (g, quartiles(&mut v)))
+            .collect();
+        // A group not seen yet is one more group, not one more run: the night's short
+        // groups end more runs early on, so a median over runs would make the unseen
+        // (often the big, late) groups look short.
+        let mut medians: Vec<u64> = by_group.values().map(|q| q[1]).collect();
+        let spread = quartiles(&mut all);
+        let mid = quartiles(&mut medians)[1];
+        let all = [
+            mid.saturating_sub(spread[1].saturating_sub(spread[0])),
+            mid,
+            mid + spread[2].saturating_sub(spread[1]),
+        ];
+        Some(Lengths { by_group, all })
+    }
+
+    /// A group's quartile `q` (0, 1, 2); a group not seen yet takes the night's.
+    fn get(&self, group: &str, q: usize) -> u64 {
+        self.by_group.get(group).unwrap_or(&self.all)[q].max(1)
+    }
+}
+
+/// A queued run's place in the scheduler's order: (its commit not started, commit, variant).
+type Order = (bool, usize, u8);
+
+/// The replay: when the last run ends, from now, with `len` per group.
+fn replay(runs: &[(Need, Now)], gpus: u32, len: &dyn Fn(&str) -> u64) -> u64 {
+    let mut free = gpus;
+    // Runs in flight end at (time, gpus).
+    let mut ends: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::new();
+    // Queued runs by the GPUs they need, each in scheduling order.
+    let mut waiting: BTreeMap<u32, VecDeque<(Order, u64)>> = BTreeMap::new();
+    let mut queued: Vec<(Order, u32, u64)> = Vec::new();
+    for (n, now) in runs {
+        match now {
+            Now::Active { elapsed_ms } => {
+                let l = len(&n.group);
+                // Past its expected length it still needs a little: it has not ended.
+                let left = l.saturating_sub(*elapsed_ms).max(l / 5).max(1);
+                free = free.saturating_sub(n.gpus);
+                ends.push(Reverse((left, n.gpus)));
+            }
+            Now::Queued if n.gpus <= gpus => {
+                let key = (!n.commit_started, n.order.0, n.order.1);
+                queued.push((key, n.gpus, len(&n.group)));
+            }
+            _ => {}
+        }
+    }
+    queued.sort_by_key(|q| q.0);
+    for (key, g, l) in queued {
+        waiting.entry(g).or_default().push_back((key, l));
+    }
+    let mut t = 0u64;
+    let mut last = 0u64;
+    loop {
+        // Start what fits, earliest in order first; past a waiting run that does not fit,
+        // only what backfills (the engine's rule, `scheduler::may_backfill`).
+        while let Some((_, head)) = waiting
+            .iter()
+            .filter_map(|(g, q)| q.front().map(|(k, _)| (*k, *g)))
+            .min()
+        {
+            let ends_now: Vec<(std::time::Duration, u32)> = ends
+                .iter()
+                .map(|Reverse((e, g))| (std::time::Duration::from_millis(e - t), *g))
+                .collect();
+            let pick = waiting
+                .range(..=free)
+                .filter_map(|(g, q)| q.front().map(|(k, l)| (*k, *g, *l)))
+                .filter(|(_, g, l)| {
+                    head <= free
+                        || *g == head
+                        || crate::scheduler::may_backfill(
+                            free,
+                            head,
+                            &ends_now,
+                            *g,
+                            std::time::Duration::from_millis(*l),
+                        )
+                })
+                .map(|(k, g, _)| (k, g))
+                .min();
+            let Some((_, g)) = pick else { break };
+            let (_, l) = waiting
+                .get_mut(&g)
+                .and_then(VecDeque::pop_front)
+                .expect("front");
+            if waiting.get(&g).is_some_and(VecDeque::is_empty) {
+                waiting.remove(&g);
+            }
+            free -= g;
+            ends.push(Reverse((t + l, g)));
+        }
+        let Some(Reverse((end, g))) = ends.pop() else {
+            return last;
+        };
+        t = end;
+        last = last.max(end);
+        free += g;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn need(gpus: u32, group: &str, commit: usize) -> Need {
+        Need {
+            gpus,
+            group: group.into(),
+            order: (commit, 0),
+            commit_started: false,
+        }
+    }
+
+    #[test]
+    fn nothing_learned_is_no_estimate() {
+        assert_eq!(estimate(&[(need(1, "a", 0), Now::Queued)], 8), None);
+    }
+
+    #[test]
+    fn an_eight_gpu_run_waits_for_all_eight() {
+        // Seven 1-GPU runs of 10 units in flight, just started; one TP-8 run of 10 units
+        // queued: it starts when the last of them ends, so 20 in all, not 10 + 10/8.
+        let mut runs: Vec<(Need, Now)> = (0..7)
+            .map(|i| (need(1, "small", i), Now::Active { elapsed_ms: 0 }))
+            .collect();
+        runs.push((need(1, "small", 99), Now::Done { took_ms: Some(10) }));
+        runs.push((need(8, "small", 100), Now::Queued));
+        let e = estimate(&runs, 8).unwrap();
+        assert_eq!(e.left_ms, 20);
+    }
+
+    #[test]
+    fn groups_keep_their_own_lengths_and_the_interval_holds_the_estimate() {
+        let mut runs = Vec::new();
+        for (t, g) in [
+            (100, "fast"),
+            (120, "fast"),
+            (80, "fast"),
+            (1000, "slow"),
+            (900, "slow"),
+        ] {
+            runs.push((need(1, g, 0), Now::Done { took_ms: Some(t) }));
+        }
+        for i in 0..4 {
+            runs.push((need(1, "slow", i + 1), Now::Queued));
+        }
+        let e = estimate(&runs, 2).unwrap();
+        // Four slow runs on two GPUs: two rounds of a slow run.
+        assert!((1800..=2000).contains(&e.left_ms), "{e:?}");
+        assert!(e.low_ms <= e.left_ms && e.left_ms <= e.high_ms, "{e:?}");
+        // An unseen group takes the night's median.
+        let unseen = estimate(
+            &[
+                (need(1, "fast", 0), Now::Done { took_ms: Some(50) }),
+                (need(1, "new", 1), Now::Queued),
+            ],
+            1,
+        )
+        .unwrap();
+        assert_eq!(unseen.left_ms, 50);
+    }
+}
