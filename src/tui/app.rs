@@ -221,6 +221,9 @@ pub struct App {
     /// them (the compare view builds one commit's report, which alone would learn from that
     /// commit only). Forgotten when a run ends; learned again when next asked.
     learned: std::cell::RefCell<Option<crate::stats::Calibration>>,
+    /// The last ETA and what it was made from (the second and the runs ended): a replay of
+    /// the schedule is milliseconds at 10,000 runs, too much for every frame.
+    eta_cache: std::cell::RefCell<Option<EtaMemo>>,
     /// The failure groups, with the fingerprint of the states they were made from.
     groups: std::cell::RefCell<Option<(GroupsKey, Arc<Vec<FailureGroup>>)>>,
     pub keymap: KeyMap,
@@ -323,6 +326,7 @@ impl App {
             theme,
             calibration: Default::default(),
             learned: Default::default(),
+            eta_cache: Default::default(),
             groups: Default::default(),
             keymap,
             hits: Hits::default(),
@@ -452,18 +456,61 @@ impl App {
         self.state.elapsed_ms(self.now_ms, self.finished)
     }
 
-    /// Estimated time left: measured mean run time × remaining GPU demand / GPUs.
-    pub fn eta_ms(&self) -> Option<u64> {
-        let mean = self.state.mean_run_ms()?;
-        let demand: u64 = self
+    /// Time left, from the schedule replayed forward ([`crate::eta`]): the queue in the
+    /// scheduler's order on the sweep's GPUs, each run as long as tonight's runs of its
+    /// model and kind took, runs in flight for what is left of theirs.
+    pub fn eta(&self) -> Option<crate::eta::Eta> {
+        let ended = self.state.counts().done();
+        let key = (self.now_ms / 1000, ended);
+        if let Some((k, e)) = *self.eta_cache.borrow() {
+            if k == key {
+                return e;
+            }
+        }
+        let e = crate::eta::estimate(&self.eta_input(), self.gpus_total.max(1));
+        *self.eta_cache.borrow_mut() = Some((key, e));
+        e
+    }
+
+    fn eta_input(&self) -> Vec<(crate::eta::Need, crate::eta::Now)> {
+        use crate::eta::{Need, Now};
+        let started: std::collections::HashSet<usize> = self
             .state
             .runs
             .iter()
             .zip(&self.plan.runs)
-            .filter(|(r, _)| matches!(r.state, RunState::Queued | RunState::Active { .. }))
-            .map(|(_, s)| s.gpus.max(1) as u64)
-            .sum();
-        Some(mean * demand / self.gpus_total.max(1) as u64)
+            .filter(|(r, _)| r.started_ms.is_some())
+            .map(|(_, s)| s.commit)
+            .collect();
+        self.state
+            .runs
+            .iter()
+            .zip(&self.plan.runs)
+            .map(|(r, spec)| {
+                let c = self.plan.commit_of(spec);
+                let need = Need {
+                    gpus: spec.gpus.max(1),
+                    group: format!("{}|{}", c.model.as_deref().unwrap_or("?"), c.needs_server()),
+                    order: (spec.commit, spec.order),
+                    commit_started: started.contains(&spec.commit),
+                };
+                let now = match r.state {
+                    RunState::Queued if spec.skip_reason.is_none() => Now::Queued,
+                    RunState::Active { .. } => Now::Active {
+                        elapsed_ms: self
+                            .now_ms
+                            .saturating_sub(r.started_ms.unwrap_or(self.now_ms)),
+                    },
+                    _ => Now::Done {
+                        took_ms: r
+                            .finished_ms
+                            .zip(r.started_ms)
+                            .map(|(f, s)| f.saturating_sub(s)),
+                    },
+                };
+                (need, now)
+            })
+            .collect()
     }
 
     pub fn gpus_busy(&self) -> u32 {
@@ -473,6 +520,9 @@ impl App {
             .count() as u32
     }
 }
+
+/// An ETA and what it was made from: (the second, runs ended).
+type EtaMemo = ((u64, usize), Option<crate::eta::Eta>);
 
 /// Progress over the runnable runs (see [`App::progress`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

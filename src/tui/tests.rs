@@ -487,7 +487,7 @@ fn mouse_click_selects_and_wheel_scrolls() {
 #[test]
 fn eta_counts_remaining_gpu_demand() {
     let app = scene();
-    assert!(app.eta_ms().is_some());
+    assert!(app.eta().is_some_and(|e| e.low_ms <= e.left_ms && e.left_ms <= e.high_ms));
     assert!(app.delta_pct(RunId(1)).unwrap() > 11.0);
 }
 

@@ -47,13 +47,32 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         )
     };
     let busy = app.gpus_busy();
-    let eta = match (app.eta_ms(), c.queued + c.active) {
+    let eta = match (app.eta(), c.queued + c.active) {
         (_, 0) => "—".to_string(),
         // Ended with runs left (stopped, or the daemon gone): nothing more will run.
         _ if app.finished || app.state.finished => "—".into(),
         // Nothing starts while paused: an estimate would stand still and lie.
         _ if app.state.paused.is_some() => "paused".into(),
-        (Some(ms), _) => fmt_dur(ms),
+        (Some(e), _) => {
+            // The clock time it ends, and half the interval: "05:40 ±25m".
+            // From the app's clock (tests set it), in the box's time zone (UTC in tests).
+            #[cfg(not(test))]
+            let tz = jiff::tz::TimeZone::system();
+            #[cfg(test)]
+            let tz = jiff::tz::TimeZone::UTC;
+            let at = jiff::Timestamp::from_millisecond(app.now_ms.saturating_add(e.left_ms) as i64)
+                .map(|t| t.to_zoned(tz).strftime("%H:%M").to_string())
+                .unwrap_or_else(|_| fmt_dur(e.left_ms));
+            let half = e.high_ms.saturating_sub(e.low_ms) / 2;
+            if half >= 60_000 {
+                format!(
+                    "{at} ±{}",
+                    crate::window::hm(std::time::Duration::from_millis(half))
+                )
+            } else {
+                at
+            }
+        }
         (None, _) => "measuring…".into(),
     };
     let elapsed = app.elapsed_ms().map(fmt_dur).unwrap_or_default();
