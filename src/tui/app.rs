@@ -513,6 +513,40 @@ impl App {
             .collect()
     }
 
+    /// Why free GPUs sit idle while runs wait: the sweep is paused, or the first waiting
+    /// run in the scheduler's order needs more GPUs than are free, and the scheduler keeps
+    /// them for it (smaller runs pass only if they end before it could start, see
+    /// [`crate::scheduler::may_backfill`]). `(run, GPUs it needs)`, or `None` for paused.
+    pub fn idle_reason(&self) -> Option<Option<(RunId, u32)>> {
+        if self.state.paused.is_some() {
+            return Some(None);
+        }
+        let free = self.gpus_total.saturating_sub(self.gpus_busy());
+        if free == 0 {
+            return None;
+        }
+        let started: std::collections::HashSet<usize> = self
+            .state
+            .runs
+            .iter()
+            .zip(&self.plan.runs)
+            .filter(|(r, _)| r.started_ms.is_some())
+            .map(|(_, s)| s.commit)
+            .collect();
+        let (i, spec) = self
+            .state
+            .runs
+            .iter()
+            .zip(&self.plan.runs)
+            .enumerate()
+            .filter(|(_, (r, s))| {
+                r.state == RunState::Queued && s.skip_reason.is_none() && s.gpus <= self.gpus_total
+            })
+            .map(|(i, (_, s))| (i, s))
+            .min_by_key(|(_, s)| (!started.contains(&s.commit), s.commit, s.order))?;
+        (spec.gpus > free).then_some(Some((RunId(i as u32), spec.gpus)))
+    }
+
     pub fn gpus_busy(&self) -> u32 {
         super::gpu::holders(&self.state, self.gpus_total)
             .iter()

@@ -116,3 +116,43 @@ fn sparklines_come_back_when_there_is_room() {
     assert!(gpu0.contains("⚠ 1 foreign proc"), "{gpu0:?}");
     assert!(gpu0.chars().any(|c| ('▁'..='█').contains(&c)), "{gpu0:?}");
 }
+
+#[test]
+fn idle_gpus_say_which_waiting_run_they_are_kept_for() {
+    use crate::model::{Outcome, RunId, RunState};
+    let mut app = h200s();
+    let runs = app.plan.runs.len();
+    let big = (0..runs)
+        .find(|&i| {
+            app.plan.runs[i].gpus == 8
+                && app.plan.runs[i].skip_reason.is_none()
+                && app.state.runs[i].state == RunState::Queued
+        })
+        .expect("a queued TP-8 run");
+    // A variant of its commit has run: the scheduler takes it first, and the free GPUs
+    // are kept for it.
+    let commit = app.plan.runs[big].commit;
+    let sib = (0..runs)
+        .find(|&j| j != big && app.plan.runs[j].commit == commit)
+        .unwrap();
+    app.state.runs[sib].started_ms = Some(1);
+    app.state.runs[sib].state = RunState::Finished {
+        outcome: Outcome::Success,
+    };
+    // While a started commit's 1-GPU run waits, it goes first and fits: no reason given.
+    assert_eq!(app.idle_reason(), None);
+    for j in 0..runs {
+        if j != big && app.state.runs[j].state == RunState::Queued {
+            app.state.runs[j].state = RunState::Finished {
+                outcome: Outcome::Skipped {
+                    reason: "test".into(),
+                },
+            };
+        }
+    }
+    assert_eq!(app.idle_reason(), Some(Some((RunId(big as u32), 8))));
+    let s = render(&app, 200, 60);
+    assert!(s.contains(&format!("kept for #{big} (8 GPUs)")), "{s}");
+    app.state.paused = Some("paused by the operator".into());
+    assert_eq!(app.idle_reason(), Some(None));
+}

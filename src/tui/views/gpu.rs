@@ -250,7 +250,14 @@ impl Columns {
     fn tail(&self, app: &App, g: &GpuView) -> String {
         match (g.sample.run, g.foreign) {
             (Some(r), _) => format!(" {r} {}", app.plan.runs[r.0 as usize].key),
-            (None, 0) => " idle".into(),
+            // Idle with runs waiting says why: paused, or kept free for a run that needs
+            // more GPUs than are free (the scheduler's backfilling).
+            (None, 0) => match app.idle_reason() {
+                Some(None) => " paused".into(),
+                Some(Some((r, n))) if self.compact => format!(" for {r} ({n})"),
+                Some(Some((r, n))) => format!(" kept for {r} ({n} GPUs)"),
+                None => " idle".into(),
+            },
             (None, n) if self.compact => format!(" ⚠ {n} foreign"),
             (None, n) => format!(" ⚠ {n} foreign proc"),
         }
