@@ -3,6 +3,7 @@
 //! (commands for the engine, a pager, an export) come out; the loop in `mod.rs` does them.
 
 mod command;
+mod disk_logs;
 mod events;
 mod keys;
 mod results;
@@ -221,6 +222,9 @@ pub struct App {
     /// them (the compare view builds one commit's report, which alone would learn from that
     /// commit only). Forgotten when a run ends; learned again when next asked.
     learned: std::cell::RefCell<Option<crate::stats::Calibration>>,
+    /// Runs whose logs were read from disk once (an attached client's view of the lines
+    /// from before it attached).
+    from_disk: std::collections::HashSet<RunId>,
     /// The last ETA and what it was made from (the second and the runs ended): a replay of
     /// the schedule is milliseconds at 10,000 runs, too much for every frame.
     eta_cache: std::cell::RefCell<Option<EtaMemo>>,
@@ -326,6 +330,7 @@ impl App {
             theme,
             calibration: Default::default(),
             learned: Default::default(),
+            from_disk: Default::default(),
             eta_cache: Default::default(),
             groups: Default::default(),
             keymap,

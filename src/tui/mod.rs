@@ -384,16 +384,20 @@ fn open_pager(guard: &mut terminal::Guard, app: &mut App, run: crate::model::Run
     };
     let key = &app.plan.runs[run.0 as usize].key;
     let attempt = app.state.run(run).attempt.max(1);
+    // The server's own log first (what the operator came for), then Docker's and the
+    // pull's; this attempt's files, then the earlier attempts' (`:n` in less goes back).
     let streams: &[&str] = match app.log_tab {
-        app::LogTab::Server => &["pull", "docker", "server"],
+        app::LogTab::Server => &["server", "docker", "pull"],
         app::LogTab::Bench => &["bench"],
     };
     let mut files = Vec::new();
-    for s in streams {
-        for pipe in [crate::model::Pipe::Stdout, crate::model::Pipe::Stderr] {
-            let p = crate::engine::logs::log_path(&dir, key, attempt, s, pipe);
-            if p.exists() {
-                files.push(p);
+    for a in (1..=attempt).rev() {
+        for s in streams {
+            for pipe in [crate::model::Pipe::Stdout, crate::model::Pipe::Stderr] {
+                let p = crate::engine::logs::log_path(&dir, key, a, s, pipe);
+                if p.exists() {
+                    files.push(p);
+                }
             }
         }
     }

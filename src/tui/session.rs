@@ -132,6 +132,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
             || last_draw.elapsed() >= Duration::from_secs(1)
         {
             app.now_ms = crate::event::now_ms();
+            app.load_logs_from_disk();
             guard.term.draw(|f| views::draw(f, &app))?;
             last_draw = Instant::now();
             dirty = false;
