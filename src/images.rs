@@ -6,15 +6,27 @@
 //! the bench measures the policy the product really follows.
 //!
 //! The rules, in order:
-//! - an image the remaining runs need is never removed, nor one in use, nor one the
-//!   operator keeps;
+//! - the look-ahead is the first `lookahead` distinct images of the runs to come; pulls go
+//!   down it in the order the GPUs will need them, as far as the disk allows;
+//! - an image within the look-ahead is never removed, nor one in use, nor one the operator
+//!   keeps, nor one that is needed but not queued (a held run's), nor the source of a make;
+//! - bytes are counted by layers where they are known ([`layers`]): a pull costs the layers
+//!   not already here, a removal frees the layers no other image uses;
 //! - a fetch starts only if, counting every fetch already in flight at its expected size,
 //!   the disk keeps `min_free` bytes free and the sweep's images stay within `max_bytes`;
-//! - when a fetch does not fit, images nobody needs any more are removed (largest first,
-//!   so the fewest removals make room) until it fits;
+//! - when a fetch does not fit, images nobody needs any more are removed (those freeing the
+//!   most first, so the fewest removals make room), then images needed only past the
+//!   look-ahead (the one needed last first), until it fits;
+//! - images made on the box (overlays, builds; [`Stock::made`]) use CPU slots, not the
+//!   link: the longest makes start first, anywhere in the look-ahead, because a 45-minute
+//!   build started when its runs come up leaves them waiting; they leave one slot to the
+//!   short makes near the GPUs. A make needs its source here, so the source is pulled first;
 //! - when nothing can be removed and nothing is in flight or in use, the box is full:
 //!   [`Step::Full`] (the engine pauses the sweep and alerts rather than thrash).
 
+pub mod layers;
+
+use layers::{Disk, Manifest};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The operator's limits.
@@ -24,9 +36,10 @@ pub struct Budget {
     pub min_free: u64,
     /// At most this many bytes of the sweep's own images on disk (None: no cap).
     pub max_bytes: Option<u64>,
-    /// Fetches at once (a link shared by several pulls gains nothing past a few).
+    /// Pulls at once (a link shared by several pulls gains nothing past a few).
     pub max_fetches: usize,
-    /// How many distinct upcoming images to prepare ahead of the GPUs.
+    /// How many distinct upcoming images to prepare ahead of the GPUs (the disk is the
+    /// real limit; this bounds the work per decision and what eviction protects).
     pub lookahead: usize,
     /// Expected size of an image not yet on the box (vLLM images: 17–22 GB).
     pub default_size: u64,
@@ -40,12 +53,24 @@ impl Default for Budget {
             min_free: 25_000_000_000,
             max_bytes: None,
             max_fetches: 2,
-            lookahead: 4,
+            lookahead: 64,
             default_size: 20_000_000_000,
             keep: BTreeSet::new(),
         }
     }
 }
+
+/// How an image is made on the box rather than pulled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Made {
+    /// The image it is made from (which must be here first).
+    pub source: String,
+    /// Expected seconds of making (an overlay minutes, a build from source most of an hour).
+    pub secs: u64,
+}
+
+/// A make this long is a build: builds start first and leave a slot to the short makes.
+pub const LONG_MAKE_S: u64 = 600;
 
 /// What is on the box now.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -60,12 +85,12 @@ pub struct Stock {
     pub in_use: BTreeSet<String>,
     /// Expected sizes of images not yet here (from a registry, or learned earlier).
     pub sizes: BTreeMap<String, u64>,
-}
-
-impl Stock {
-    fn bytes_on_disk(&self) -> u64 {
-        self.present.values().sum::<u64>() + self.fetching.values().sum::<u64>()
-    }
+    /// Layers of images, where known. An image not listed is one layer of its own.
+    pub layers: BTreeMap<String, Manifest>,
+    /// Images known to be made on the box, and from what (empty: every image is pulled).
+    pub made: BTreeMap<String, Made>,
+    /// Makes at once: the CPU the box gives to builds (0: makes count as pulls).
+    pub make_slots: usize,
 }
 
 /// One thing to do.
@@ -73,7 +98,7 @@ impl Stock {
 pub enum Step {
     /// Remove this image (and the images made from it) to make room.
     Evict(String),
-    /// Start bringing this image onto the box.
+    /// Start bringing this image onto the box (pull it, or make it: its source is here).
     Fetch(String),
     /// The next image does not fit and nothing can be removed yet: wait for runs to end.
     Wait { image: String, short_by: u64 },
@@ -90,85 +115,333 @@ pub fn plan(
     stock: &Stock,
     b: &Budget,
 ) -> Vec<Step> {
-    let mut steps = Vec::new();
-    let mut s = stock.clone();
-    // What is about to run is needed, whatever the caller's `needed` says.
-    let needed: BTreeSet<String> = needed.iter().chain(upcoming).cloned().collect();
-    let needed = &needed;
-    let mut wanted: Vec<&String> = Vec::new();
-    for img in upcoming {
-        if wanted.len() >= b.lookahead {
-            break;
+    let mut p = Planner::new(upcoming, needed, stock, b);
+    p.builds_first();
+    p.in_order();
+    p.steps
+}
+
+struct Planner<'a> {
+    s: Stock,
+    b: &'a Budget,
+    /// Everything some remaining run needs, the upcoming images included.
+    needed: BTreeSet<String>,
+    /// The look-ahead, in order: never removed.
+    horizon: Vec<String>,
+    /// Image → where its first queued run stands (past the look-ahead too).
+    position: BTreeMap<String, usize>,
+    /// Layers of the images here, and of those coming.
+    on: Disk,
+    coming: Disk,
+    steps: Vec<Step>,
+}
+
+impl<'a> Planner<'a> {
+    fn new(upcoming: &[String], needed: &BTreeSet<String>, stock: &Stock, b: &'a Budget) -> Self {
+        let mut position = BTreeMap::new();
+        for img in upcoming {
+            let n = position.len();
+            position.entry(img.clone()).or_insert(n);
         }
-        if !wanted.contains(&img) {
-            wanted.push(img);
+        let mut horizon: Vec<(usize, String)> = position
+            .iter()
+            .filter(|(_, &at)| at < b.lookahead)
+            .map(|(i, &at)| (at, i.clone()))
+            .collect();
+        horizon.sort();
+        let mut p = Planner {
+            s: stock.clone(),
+            b,
+            // What is about to run is needed, whatever the caller's `needed` says.
+            needed: needed.iter().chain(upcoming).cloned().collect(),
+            horizon: horizon.into_iter().map(|(_, i)| i).collect(),
+            position,
+            on: Disk::default(),
+            coming: Disk::default(),
+            steps: Vec::new(),
+        };
+        p.on = Disk::of(
+            &p.s.present
+                .keys()
+                .map(|i| p.manifest(i))
+                .collect::<Vec<_>>(),
+        );
+        p.coming = Disk::of(
+            &p.s.fetching
+                .keys()
+                .map(|i| p.manifest(i))
+                .collect::<Vec<_>>(),
+        );
+        p
+    }
+
+    fn manifest(&self, img: &str) -> Manifest {
+        if let Some(m) = self.s.layers.get(img) {
+            return m.clone();
+        }
+        let size = [&self.s.present, &self.s.fetching, &self.s.sizes]
+            .iter()
+            .find_map(|m| m.get(img).copied())
+            .unwrap_or(self.b.default_size);
+        Manifest::from([(img.to_string(), size)])
+    }
+
+    fn here_or_coming(&self, img: &str) -> bool {
+        self.s.present.contains_key(img) || self.s.fetching.contains_key(img)
+    }
+
+    /// How `img` is made, when the box makes images itself.
+    fn make(&self, img: &str) -> Option<&Made> {
+        (self.s.make_slots > 0)
+            .then(|| self.s.made.get(img))
+            .flatten()
+    }
+
+    fn pulls_in_flight(&self) -> usize {
+        self.s
+            .fetching
+            .keys()
+            .filter(|i| self.make(i).is_none())
+            .count()
+    }
+
+    /// Makes in flight: (all, long ones).
+    fn makes_in_flight(&self) -> (usize, usize) {
+        let secs: Vec<u64> = self
+            .s
+            .fetching
+            .keys()
+            .filter_map(|i| self.make(i))
+            .map(|m| m.secs)
+            .collect();
+        (
+            secs.len(),
+            secs.iter().filter(|s| **s >= LONG_MAKE_S).count(),
+        )
+    }
+
+    /// Builds at once: all the slots but one, kept for the short makes near the GPUs.
+    fn long_cap(&self) -> usize {
+        self.s.make_slots.saturating_sub(1).max(1)
+    }
+
+    /// Bytes in flight not yet here (each layer once).
+    fn inflight(&self) -> u64 {
+        let m: Manifest = self
+            .s
+            .fetching
+            .keys()
+            .flat_map(|i| self.manifest(i))
+            .filter(|(l, _)| !self.on.has(l))
+            .collect();
+        m.values().sum()
+    }
+
+    /// Bytes of `img` neither here nor coming.
+    fn cost(&self, img: &str) -> u64 {
+        self.manifest(img)
+            .iter()
+            .filter(|(l, _)| !self.on.has(l) && !self.coming.has(l))
+            .map(|(_, b)| b)
+            .sum()
+    }
+
+    /// How many bytes bringing `img` lacks under the budget (0: it fits).
+    fn short_by(&self, img: &str) -> u64 {
+        let cost = self.cost(img);
+        let inflight = self.inflight();
+        let by_free = self.s.free.map_or(0, |free| {
+            (self.b.min_free + inflight + cost).saturating_sub(free)
+        });
+        let by_cap = self.b.max_bytes.map_or(0, |cap| {
+            (self.on.bytes() + inflight + cost).saturating_sub(cap)
+        });
+        by_free.max(by_cap)
+    }
+
+    /// May `img` go? Not in the look-ahead, in use, kept, needed but not queued (a held
+    /// run's), nor the source of a make in flight or of one in the look-ahead.
+    fn removable(&self, img: &str, far_too: bool) -> bool {
+        if self.s.in_use.contains(img)
+            || self.b.keep.contains(img)
+            || self.horizon.iter().any(|i| i == img)
+            || self.sources().contains(img)
+        {
+            return false;
+        }
+        match (self.needed.contains(img), self.position.get(img)) {
+            (false, _) => true,
+            (true, Some(_)) => far_too,
+            (true, None) => false,
         }
     }
-    for img in wanted {
-        if s.present.contains_key(img) || s.fetching.contains_key(img) {
-            continue;
+
+    /// Images a make in flight or one in the look-ahead is made from, the sources of
+    /// those sources included.
+    fn sources(&self) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        let wanted = self.s.fetching.keys().chain(
+            self.horizon
+                .iter()
+                .filter(|i| !self.s.present.contains_key(*i)),
+        );
+        for img in wanted {
+            let mut at = img.as_str();
+            while let Some(m) = self.make(at) {
+                if !out.insert(m.source.clone()) {
+                    break;
+                }
+                at = &m.source;
+            }
         }
-        if s.fetching.len() >= b.max_fetches.max(1) {
-            break;
+        out
+    }
+
+    /// The image to remove next: one nobody needs (freeing the most first), else, when
+    /// `far_too`, one needed only past the look-ahead (needed last first).
+    fn victim(&self, far_too: bool) -> Option<String> {
+        let unneeded = self
+            .s
+            .present
+            .keys()
+            .filter(|i| !self.needed.contains(*i) && self.removable(i, false))
+            .max_by_key(|i| {
+                (
+                    self.on.would_free(&self.manifest(i)),
+                    std::cmp::Reverse((*i).clone()),
+                )
+            });
+        if let Some(i) = unneeded {
+            return Some(i.clone());
         }
-        let size = s.sizes.get(img).copied().unwrap_or(b.default_size);
+        self.s
+            .present
+            .keys()
+            .filter(|i| self.removable(i, far_too))
+            .max_by_key(|i| self.position.get(*i))
+            .cloned()
+    }
+
+    /// Start bringing `img`, removing what may go to make room; else the bytes it lacks.
+    fn start(&mut self, img: &str, far_too: bool) -> Result<(), u64> {
         loop {
-            let short = short_by(&s, size, b);
+            let short = self.short_by(img);
             if short == 0 {
-                s.fetching.insert(img.clone(), size);
-                steps.push(Step::Fetch(img.clone()));
+                let m = self.manifest(img);
+                self.coming.add(&m);
+                self.s.fetching.insert(img.to_string(), m.values().sum());
+                self.steps.push(Step::Fetch(img.to_string()));
+                return Ok(());
+            }
+            let Some(victim) = self.victim(far_too) else {
+                return Err(short);
+            };
+            let m = self.manifest(&victim);
+            let freed = self.on.remove(&m);
+            self.s.present.remove(&victim);
+            if let Some(f) = self.s.free.as_mut() {
+                *f += freed;
+            }
+            self.steps.push(Step::Evict(victim));
+        }
+    }
+
+    /// What bringing `img` takes now: itself, its source first (or the source's source),
+    /// or nothing yet (a source is coming; a loop of makes never starts).
+    fn next_for(&self, img: &str) -> Option<String> {
+        let mut target = img.to_string();
+        for _ in 0..8 {
+            match self.make(&target) {
+                Some(m) if self.s.present.contains_key(&m.source) => return Some(target),
+                Some(m) if self.s.fetching.contains_key(&m.source) => return None,
+                Some(m) => target = m.source.clone(),
+                None => return Some(target),
+            }
+        }
+        None
+    }
+
+    /// Whether a slot is free for starting `target` (an image to pull or to make).
+    fn slot_for(&self, target: &str) -> bool {
+        match self.make(target) {
+            Some(m) => {
+                let (all, long) = self.makes_in_flight();
+                all < self.s.make_slots && (m.secs < LONG_MAKE_S || long < self.long_cap())
+            }
+            None => self.pulls_in_flight() < self.b.max_fetches.max(1),
+        }
+    }
+
+    /// The builds in the look-ahead, longest first: a build (or its source's pull) starts
+    /// now if a build slot is free and it fits without removing anything anyone needs.
+    fn builds_first(&mut self) {
+        if self.s.make_slots == 0 {
+            return;
+        }
+        let mut builds: Vec<(std::cmp::Reverse<u64>, usize, String)> = self
+            .horizon
+            .iter()
+            .enumerate()
+            .filter_map(|(at, i)| {
+                let m = self.make(i)?;
+                (m.secs >= LONG_MAKE_S && !self.here_or_coming(i))
+                    .then(|| (std::cmp::Reverse(m.secs), at, i.clone()))
+            })
+            .collect();
+        builds.sort();
+        // Builds whose source is still coming hold their slot already. One source comes
+        // down for builds at a time: the link's other pulls serve the GPUs' next images,
+        // or a far commit's human run, ready early, would take GPUs ahead of near ones.
+        let mut taken = self.makes_in_flight().1;
+        let mut source_coming = false;
+        for (_, _, img) in builds {
+            if taken >= self.long_cap() {
                 break;
             }
-            match evictable(&s, needed, b) {
-                Some(victim) => {
-                    let freed = s.present.remove(&victim).unwrap_or(0);
-                    if let Some(f) = s.free.as_mut() {
-                        *f += freed;
-                    }
-                    steps.push(Step::Evict(victim));
-                }
-                None => {
-                    let busy = !s.fetching.is_empty() || !s.in_use.is_empty();
-                    steps.push(if busy {
-                        Step::Wait {
-                            image: img.clone(),
-                            short_by: short,
-                        }
-                    } else {
-                        Step::Full {
-                            image: img.clone(),
-                            short_by: short,
-                        }
-                    });
-                    return steps;
-                }
+            let Some(target) = self.next_for(&img) else {
+                taken += 1;
+                source_coming = true;
+                continue;
+            };
+            let pull = target != img;
+            if !self.slot_for(&target) || (pull && source_coming) {
+                continue;
+            }
+            source_coming |= pull;
+            match self.start(&target, false) {
+                Ok(()) => taken += 1,
+                // A build that does not fit waits for its turn in order.
+                Err(_) => break,
             }
         }
     }
-    steps
-}
 
-/// How many bytes a fetch of `size` lacks under the budget (0: it fits).
-fn short_by(s: &Stock, size: u64, b: &Budget) -> u64 {
-    let inflight: u64 = s.fetching.values().sum();
-    let by_free = s.free.map_or(0, |free| {
-        (b.min_free + inflight + size).saturating_sub(free)
-    });
-    let by_cap = b
-        .max_bytes
-        .map_or(0, |cap| (s.bytes_on_disk() + size).saturating_sub(cap));
-    by_free.max(by_cap)
-}
-
-/// The image to remove next: not needed, not in use, not kept; the largest first.
-fn evictable(s: &Stock, needed: &BTreeSet<String>, b: &Budget) -> Option<String> {
-    s.present
-        .iter()
-        .filter(|(img, _)| {
-            !needed.contains(*img) && !s.in_use.contains(*img) && !b.keep.contains(*img)
-        })
-        .max_by_key(|(img, bytes)| (**bytes, std::cmp::Reverse((*img).clone())))
-        .map(|(img, _)| img.clone())
+    /// Down the look-ahead in order: each image (or its source) starts when a slot of its
+    /// kind is free and it fits; the first that does not fit stops the rest.
+    fn in_order(&mut self) {
+        for img in self.horizon.clone() {
+            if self.here_or_coming(&img) {
+                continue;
+            }
+            let Some(target) = self.next_for(&img) else {
+                continue;
+            };
+            if !self.slot_for(&target) {
+                continue;
+            }
+            let Err(short_by) = self.start(&target, true) else {
+                continue;
+            };
+            let busy = !self.s.fetching.is_empty() || !self.s.in_use.is_empty();
+            let image = target;
+            self.steps.push(if busy {
+                Step::Wait { image, short_by }
+            } else {
+                Step::Full { image, short_by }
+            });
+            return;
+        }
+    }
 }
 
 /// Images nobody needs any more, to remove once the sweep is over with them (the engine
@@ -182,170 +455,5 @@ pub fn unneeded(needed: &BTreeSet<String>, stock: &Stock, b: &Budget) -> Vec<Str
         .cloned()
         .collect()
 }
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    const G: u64 = 1_000_000_000;
-
-    fn v(xs: &[&str]) -> Vec<String> {
-        xs.iter().map(|s| s.to_string()).collect()
-    }
-    fn set(xs: &[&str]) -> BTreeSet<String> {
-        xs.iter().map(|s| s.to_string()).collect()
-    }
-    fn budget() -> Budget {
-        Budget {
-            min_free: 25 * G,
-            default_size: 20 * G,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn fetches_ahead_up_to_the_limit_of_concurrent_pulls() {
-        let s = Stock {
-            free: Some(500 * G),
-            ..Default::default()
-        };
-        let steps = plan(
-            &v(&["a", "a", "b", "c"]),
-            &set(&["a", "b", "c"]),
-            &s,
-            &budget(),
-        );
-        assert_eq!(
-            steps,
-            vec![Step::Fetch("a".into()), Step::Fetch("b".into())]
-        );
-    }
-
-    #[test]
-    fn in_flight_pulls_count_against_free_space() {
-        let mut s = Stock {
-            free: Some(70 * G),
-            ..Default::default()
-        };
-        s.fetching.insert("a".into(), 20 * G);
-        // 70 free − 20 coming − 20 next = 30 ≥ 25: fits. A third would leave 10.
-        let b = Budget {
-            max_fetches: 4,
-            ..budget()
-        };
-        let steps = plan(&v(&["a", "b", "c"]), &set(&["a", "b", "c"]), &s, &b);
-        assert_eq!(steps[0], Step::Fetch("b".into()));
-        assert!(
-            matches!(&steps[1], Step::Wait { image, short_by } if image == "c" && *short_by == 15 * G)
-        );
-    }
-
-    #[test]
-    fn evicts_what_no_run_needs_largest_first_never_in_use_or_kept() {
-        let mut s = Stock {
-            free: Some(20 * G),
-            ..Default::default()
-        };
-        for (i, gb) in [
-            ("old1", 18),
-            ("old2", 22),
-            ("kept", 30),
-            ("busy", 40),
-            ("next", 20),
-        ] {
-            s.present.insert(i.into(), gb * G);
-        }
-        s.in_use.insert("busy".into());
-        let b = Budget {
-            keep: set(&["kept"]),
-            ..budget()
-        };
-        let steps = plan(&v(&["next", "new"]), &set(&["next", "new"]), &s, &b);
-        assert_eq!(
-            steps,
-            vec![
-                Step::Evict("old2".into()),
-                Step::Evict("old1".into()),
-                Step::Fetch("new".into())
-            ]
-        );
-    }
-
-    #[test]
-    fn full_only_when_nothing_can_go_and_nothing_runs() {
-        let mut s = Stock {
-            free: Some(30 * G),
-            ..Default::default()
-        };
-        s.present.insert("next".into(), 20 * G);
-        let steps = plan(&v(&["new"]), &set(&["next", "new"]), &s, &budget());
-        assert_eq!(
-            steps,
-            vec![Step::Full {
-                image: "new".into(),
-                short_by: 15 * G
-            }]
-        );
-        s.in_use.insert("next".into());
-        assert!(matches!(
-            plan(&v(&["new"]), &set(&["next", "new"]), &s, &budget())[..],
-            [Step::Wait { .. }]
-        ));
-    }
-
-    #[test]
-    fn a_cap_on_the_sweeps_images_applies_without_knowing_the_disk() {
-        let mut s = Stock::default();
-        s.present.insert("done".into(), 8 * G);
-        s.sizes.insert("new".into(), 5 * G);
-        let b = Budget {
-            max_bytes: Some(10 * G),
-            ..budget()
-        };
-        let steps = plan(&v(&["new"]), &set(&["new"]), &s, &b);
-        assert_eq!(
-            steps,
-            vec![Step::Evict("done".into()), Step::Fetch("new".into())]
-        );
-    }
-
-    proptest! {
-        /// Whatever the stock, following the steps never goes past the budget, never
-        /// removes a needed, busy or kept image, and never fetches what is already here.
-        #[test]
-        fn steps_keep_the_budget(
-            present in proptest::collection::btree_map("[a-f]", 1u64..30, 0..6),
-            upcoming in proptest::collection::vec("[a-h]", 0..10),
-            needed in proptest::collection::btree_set("[a-h]", 0..8),
-            busy in proptest::collection::btree_set("[a-f]", 0..3),
-            free in 0u64..200,
-            cap in proptest::option::of(20u64..120),
-        ) {
-            let present: BTreeMap<String, u64> = present.into_iter().map(|(k, v)| (k, v * G)).collect();
-            let s = Stock { free: Some(free * G), present: present.clone(), in_use: busy.clone(), ..Default::default() };
-            let b = Budget { max_bytes: cap.map(|c| c * G), max_fetches: 3, ..budget() };
-            let steps = plan(&upcoming, &needed, &s, &b);
-            let mut free_now = free * G;
-            let mut on_disk: u64 = present.values().sum();
-            let mut inflight = 0;
-            for st in &steps {
-                match st {
-                    Step::Evict(i) => {
-                        prop_assert!(!needed.contains(i) && !busy.contains(i) && !upcoming.contains(i));
-                        let bytes = present[i];
-                        free_now += bytes;
-                        on_disk -= bytes;
-                    }
-                    Step::Fetch(i) => {
-                        prop_assert!(!present.contains_key(i));
-                        inflight += b.default_size;
-                        prop_assert!(free_now >= b.min_free + inflight);
-                        prop_assert!(cap.is_none_or(|c| on_disk + inflight <= c * G));
-                    }
-                    Step::Wait { .. } | Step::Full { .. } => {}
-                }
-            }
-        }
-    }
-}
+mod tests;

@@ -84,6 +84,11 @@ pub async fn run(
             fetching: fetching.clone(),
             in_use: d.in_use.clone(),
             sizes: BTreeMap::new(),
+            // The runtime reports neither layers nor, before it tries, whether an image
+            // will be pulled or made: images count whole, and a make as a pull.
+            layers: BTreeMap::new(),
+            made: BTreeMap::new(),
+            make_slots: 0,
         };
         // A failed fetch is not tried again here: the run's own attempt pulls, so the
         // failure is diagnosed and decided like any other.

@@ -273,6 +273,27 @@ fn sweep_view_sizes() {
     insta::assert_snapshot!("sweep_120x36", render(&app, 120, 36));
     insta::assert_snapshot!("sweep_80x24", render(&app, 80, 24));
     insta::assert_snapshot!("tiny_40x10", render(&app, 40, 10));
+    insta::assert_snapshot!("sweep_100x30", render(&app, 100, 30));
+    insta::assert_snapshot!("sweep_200x60", render(&app, 200, 60));
+}
+
+#[test]
+fn the_header_keeps_state_eta_and_gpus_at_every_size() {
+    let app = scene();
+    for (w, h) in [(80, 24), (100, 30), (120, 40), (200, 60)] {
+        let s = render(&app, w, h);
+        let top = s.lines().next().unwrap();
+        for want in ["RUNNING", "ETA 22:21", "GPUs 3 busy / 5 free"] {
+            assert!(top.contains(want), "{w}×{h}: {want} missing from {top}");
+        }
+        let second = s.lines().nth(1).unwrap();
+        for want in ["4/255 done", "1%", "247 queued", "1 skipped"] {
+            assert!(
+                second.contains(want),
+                "{w}×{h}: {want} missing from {second}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -487,7 +508,9 @@ fn mouse_click_selects_and_wheel_scrolls() {
 #[test]
 fn eta_counts_remaining_gpu_demand() {
     let app = scene();
-    assert!(app.eta().is_some_and(|e| e.low_ms <= e.left_ms && e.left_ms <= e.high_ms));
+    assert!(app
+        .eta()
+        .is_some_and(|e| e.low_ms <= e.left_ms && e.left_ms <= e.high_ms));
     assert!(app.delta_pct(RunId(1)).unwrap() > 11.0);
 }
 

@@ -76,72 +76,139 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         (None, _) => "measuring…".into(),
     };
     let elapsed = app.elapsed_ms().map(fmt_dur).unwrap_or_default();
-    let top = Line::from(vec![
-        Span::styled(" nightshift ", t.header().add_modifier(Modifier::BOLD)),
-        Span::styled(
-            format!(" {} ", app.plan.name),
-            t.text().add_modifier(Modifier::BOLD),
-        ),
-        Span::styled(
-            format!(
-                "[{}] ",
-                if app.runtime.is_empty() {
-                    "starting"
-                } else {
-                    &app.runtime
-                }
+    // Each piece with its priority: on a narrow terminal the lowest go first, so the
+    // state, the ETA and the GPUs stay while the brand and the plan's name give way.
+    let top = fit(
+        vec![
+            (
+                3,
+                Span::styled(" nightshift ", t.header().add_modifier(Modifier::BOLD)),
             ),
-            t.dim(),
-        ),
-        status,
-        Span::styled(format!(" elapsed {elapsed}  ETA {eta}  "), t.text()),
-        Span::styled(
-            format!(
-                "GPUs {busy} busy / {} free",
-                app.gpus_total.saturating_sub(busy)
+            (
+                4,
+                Span::styled(
+                    format!(" {} ", app.plan.name),
+                    t.text().add_modifier(Modifier::BOLD),
+                ),
             ),
-            t.text(),
-        ),
-        Span::styled(
-            match &app.gpu_source {
-                GpuSource::Simulated => " (simulated)",
-                GpuSource::Unavailable(_) => " (no NVML)",
-                _ => "",
-            },
-            t.dim(),
-        ),
-    ]);
+            (
+                2,
+                Span::styled(
+                    format!(
+                        "[{}] ",
+                        if app.runtime.is_empty() {
+                            "starting"
+                        } else {
+                            &app.runtime
+                        }
+                    ),
+                    t.dim(),
+                ),
+            ),
+            (10, status),
+            (5, Span::styled(format!(" elapsed {elapsed} "), t.text())),
+            (9, Span::styled(format!(" ETA {eta}  "), t.text())),
+            (
+                8,
+                Span::styled(
+                    format!(
+                        "GPUs {busy} busy / {} free",
+                        app.gpus_total.saturating_sub(busy)
+                    ),
+                    t.text(),
+                ),
+            ),
+            (
+                1,
+                Span::styled(
+                    match &app.gpu_source {
+                        GpuSource::Simulated => " (simulated)",
+                        GpuSource::Unavailable(_) => " (no NVML)",
+                        _ => "",
+                    },
+                    t.dim(),
+                ),
+            ),
+        ],
+        area.width,
+    );
     // Over the runs the plan can run; the ones it cannot are said apart.
     let p = app.progress();
     let pct = p.pct();
-    let bar_w = 20usize;
+    let bar_w = if area.width >= 100 { 20usize } else { 10 };
     let filled = (p.done * bar_w).checked_div(p.total).unwrap_or(0);
     let bar = format!("{}{}", "█".repeat(filled), "░".repeat(bar_w - filled));
     let mut second = vec![
-        Span::styled(
-            format!(" {}/{} done ", p.done, p.total),
-            t.text().add_modifier(Modifier::BOLD),
+        (
+            10,
+            Span::styled(
+                format!(" {}/{} done ", p.done, p.total),
+                t.text().add_modifier(Modifier::BOLD),
+            ),
         ),
-        Span::styled(bar, Style::default().fg(t.accent)),
-        Span::styled(format!(" {pct:>3}%  "), t.text()),
-        Span::styled(format!("✓ {} ", c.success), Style::default().fg(t.ok)),
-        Span::styled(format!("✗ {} ", c.failed), Style::default().fg(t.fail)),
-        Span::styled(format!("! {} held ", c.held), Style::default().fg(t.warn)),
-        Span::styled(format!("▶ {} ", c.active), Style::default().fg(t.active)),
-        Span::styled(
-            format!("· {} queued ", p.queued),
-            Style::default().fg(t.queued),
+        (2, Span::styled(bar, Style::default().fg(t.accent))),
+        (9, Span::styled(format!(" {pct:>3}%  "), t.text())),
+        (
+            8,
+            Span::styled(format!("✓ {} ", c.success), Style::default().fg(t.ok)),
         ),
-        Span::styled(
-            format!("⊘ {} skipped ", p.skipped),
-            Style::default().fg(t.skipped),
+        (
+            8,
+            Span::styled(format!("✗ {} ", c.failed), Style::default().fg(t.fail)),
+        ),
+        (
+            8,
+            Span::styled(format!("! {} held ", c.held), Style::default().fg(t.warn)),
+        ),
+        (
+            8,
+            Span::styled(format!("▶ {} ", c.active), Style::default().fg(t.active)),
+        ),
+        (
+            7,
+            Span::styled(
+                format!("· {} queued ", p.queued),
+                Style::default().fg(t.queued),
+            ),
+        ),
+        (
+            7,
+            Span::styled(
+                format!("⊘ {} skipped ", p.skipped),
+                Style::default().fg(t.skipped),
+            ),
         ),
     ];
     if p.not_runnable > 0 {
-        second.push(Span::styled(
-            format!("· {} not runnable ", p.not_runnable),
-            t.dim(),
+        second.push((
+            3,
+            Span::styled(format!("· {} not runnable ", p.not_runnable), t.dim()),
         ));
     }
-    f.render_widget(Paragraph::new(vec![top, Line::from(second)]), area);
+    let second = fit(second, area.width);
+    f.render_widget(Paragraph::new(vec![top, second]), area);
+}
+
+/// The pieces that fit, in their order: the highest priorities first, then whatever lower
+/// ones still fit in what is left.
+fn fit(pieces: Vec<(u8, Span<'static>)>, width: u16) -> Line<'static> {
+    let mut by_priority: Vec<usize> = (0..pieces.len()).collect();
+    by_priority.sort_by_key(|i| std::cmp::Reverse(pieces[*i].0));
+    let mut keep = vec![false; pieces.len()];
+    let mut used = 0usize;
+    for i in by_priority {
+        let w = pieces[i].1.width();
+        if used + w <= width as usize {
+            keep[i] = true;
+            used += w;
+        }
+    }
+    Line::from(
+        pieces
+            .into_iter()
+            .zip(keep)
+            .filter(|(_, k)| *k)
+            .map(|((_, s), _)| s)
+            .collect::<Vec<_>>(),
+    )
 }

@@ -1,0 +1,154 @@
+//! The order runs take GPUs in: one schedule for the images and the GPUs.
+//!
+//! The engine's scheduler ([`crate::scheduler::Queue`]) orders queued runs by (a started
+//! commit first, commit, variant order, run index); among those whose image is here the
+//! first takes GPUs, others passing it only by backfilling. The night keeps that rule and
+//! changes only what "commit" sorts by: a rank per commit from [`ranks`] instead of its
+//! place in the plan.
+//! The images' look-ahead walks the queue in the same order, so pulls come in the order
+//! the GPUs will need them.
+//!
+//! Why this rank:
+//! - commits needing many GPUs go first: the box is empty at dusk, so a TP-8 run costs no
+//!   drain there, and variants of one big commit hand all their GPUs to each other;
+//!   placed later, an 8-GPU run waits for the last 1-GPU run of a batch to end while up
+//!   to 7 GPUs idle (what backfilling cannot fill);
+//! - among big commits, one whose baseline is built from source goes first: its human
+//!   image is pulled first and is the build's source, so the build starts at dusk;
+//! - 1-GPU commits longest first, so the night ends on short runs (a short tail);
+//! - a 1-GPU commit whose baseline must be built is placed where its build is expected
+//!   done (builds run a few at a time on the CPU), so its three variants run together
+//!   instead of the human run early and the other two an hour later.
+
+use std::collections::BTreeMap;
+
+/// What the order needs to know of one commit's runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Load {
+    pub commit: usize,
+    /// GPUs its runs need (the largest, if they differ).
+    pub gpus: u32,
+    /// GPU-seconds of all its runs (estimates: durations seen before, or timeouts).
+    pub gpu_secs: f64,
+    /// Seconds of building one of its images from source before its runs can all go
+    /// (0: nothing to build).
+    pub build_secs: f64,
+}
+
+/// Commit → rank (0 runs first). `gpus`: the box's; `build_slots`: builds at once;
+/// `head_s`: expected seconds before the first image is here.
+pub fn ranks(loads: &[Load], gpus: u32, build_slots: usize, head_s: f64) -> BTreeMap<usize, usize> {
+    let g = gpus.max(1) as f64;
+    let slots = build_slots.max(1);
+    let mut big: Vec<&Load> = loads.iter().filter(|l| l.gpus > 1).collect();
+    big.sort_by(|a, b| {
+        (std::cmp::Reverse(a.gpus), a.build_secs == 0.0, a.commit).cmp(&(
+            std::cmp::Reverse(b.gpus),
+            b.build_secs == 0.0,
+            b.commit,
+        ))
+    });
+    let mut plain: Vec<&Load> = loads
+        .iter()
+        .filter(|l| l.gpus <= 1 && l.build_secs == 0.0)
+        .collect();
+    plain.sort_by(|a, b| {
+        b.gpu_secs
+            .total_cmp(&a.gpu_secs)
+            .then(a.commit.cmp(&b.commit))
+    });
+    let mut built: Vec<&Load> = loads
+        .iter()
+        .filter(|l| l.gpus <= 1 && l.build_secs > 0.0)
+        .collect();
+    built.sort_by_key(|l| l.commit);
+
+    let mut order: Vec<usize> = Vec::with_capacity(loads.len());
+    // Expected time the next commit starts, and when each build slot frees.
+    let mut t = head_s;
+    let mut slot_free = vec![head_s; slots];
+    let mut build = |secs: f64| -> f64 {
+        let s = slot_free
+            .iter_mut()
+            .min_by(|a, b| a.total_cmp(b))
+            .expect("at least one slot");
+        *s += secs;
+        *s
+    };
+    for l in &big {
+        if l.build_secs > 0.0 {
+            build(l.build_secs);
+        }
+        order.push(l.commit);
+        t += l.gpu_secs / g;
+    }
+    // Builds start in rank order: their expected ends, as the slots free.
+    let ready: Vec<f64> = built.iter().map(|l| build(l.build_secs)).collect();
+    let (mut p, mut b) = (0, 0);
+    while p < plain.len() || b < built.len() {
+        let next = if b < built.len() && (ready[b] <= t || p == plain.len()) {
+            b += 1;
+            built[b - 1]
+        } else {
+            p += 1;
+            plain[p - 1]
+        };
+        order.push(next.commit);
+        t += next.gpu_secs / g;
+    }
+    order.into_iter().enumerate().map(|(r, c)| (c, r)).collect()
+}
+
+/// The key a queued run sorts by: the engine's, with the commit's rank for the commit.
+pub fn key(
+    started: bool,
+    rank: usize,
+    variant_order: u8,
+    index: usize,
+) -> (bool, usize, u8, usize) {
+    (!started, rank, variant_order, index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(commit: usize, gpus: u32, gpu_secs: f64, build_secs: f64) -> Load {
+        Load {
+            commit,
+            gpus,
+            gpu_secs,
+            build_secs,
+        }
+    }
+
+    #[test]
+    fn big_commits_first_a_built_one_leading_then_longest_first() {
+        let r = ranks(
+            &[
+                load(0, 1, 1000.0, 0.0),
+                load(1, 8, 24000.0, 0.0),
+                load(2, 4, 12000.0, 0.0),
+                load(3, 8, 24000.0, 2700.0),
+                load(4, 1, 3000.0, 0.0),
+            ],
+            8,
+            2,
+            160.0,
+        );
+        let mut by_rank: Vec<(usize, usize)> = r.iter().map(|(c, r)| (*r, *c)).collect();
+        by_rank.sort();
+        let order: Vec<usize> = by_rank.into_iter().map(|(_, c)| c).collect();
+        assert_eq!(order, vec![3, 1, 2, 4, 0]);
+    }
+
+    #[test]
+    fn a_built_commit_waits_in_the_order_until_its_build_is_expected_done() {
+        // Ten 1-GPU commits of 800 GPU-s (100 s of the box each) and one to build (2700 s).
+        let mut loads: Vec<Load> = (0..40).map(|c| load(c, 1, 800.0, 0.0)).collect();
+        loads.push(load(40, 1, 800.0, 2700.0));
+        let r = ranks(&loads, 8, 2, 0.0);
+        // 2700 s of builds = 27 commits of 100 s ahead of it.
+        assert_eq!(r[&40], 27);
+    }
+}
