@@ -117,6 +117,9 @@ pub struct Engine {
     held_limit: Option<Duration>,
     /// A pause the sweep starts in (the disk watch found a directory below its floor).
     start_paused: Option<String>,
+    /// Each commit's place in the queue ([`crate::night::order`]): the scheduler sorts by
+    /// it where it sorted by the commit's place in the plan. Empty: plan order.
+    ranks: HashMap<usize, usize>,
     /// The night's window (`--until`) and the run lengths measured tonight.
     window: Option<crate::window::Window>,
     lengths: crate::window::Lengths,
@@ -172,6 +175,7 @@ impl Engine {
             start_paused: None,
             window: None,
             lengths: Default::default(),
+            ranks: HashMap::new(),
             clients: None,
             held_until: HashMap::new(),
         };
@@ -275,12 +279,13 @@ impl Engine {
                 }
                 if let Some(spec) = self.plan.runs.get(i) {
                     if *to == RunState::Queued && spec.gpus <= self.opts.gpus {
-                        self.queue.push(i, spec.commit, spec.order, spec.gpus);
+                        self.queue
+                            .push(i, self.rank(spec.commit), spec.order, spec.gpus);
                     } else if *to != RunState::Queued {
                         self.queue.remove(i);
                     }
                     if to.is_active() {
-                        self.queue.commit_started(spec.commit, gpus);
+                        self.queue.commit_started(self.rank(spec.commit), gpus);
                     }
                 }
             }
@@ -350,6 +355,7 @@ impl Engine {
             gpus,
             runtime: rt,
         })?;
+        self.ranks = self.commit_ranks();
         self.rebuild_queue();
         self.prepare_runs()?;
         if let Some(why) = self.start_paused.take() {
@@ -590,6 +596,40 @@ impl Engine {
     }
 
     /// Whether run `i`'s model is one the breaker stopped.
+    /// A commit's place in the queue.
+    fn rank(&self, commit: usize) -> usize {
+        self.ranks.get(&commit).copied().unwrap_or(commit)
+    }
+
+    /// The night's order, as `bench night` plays it: commits needing many GPUs first (the
+    /// box is empty at dusk; later, an 8-GPU run waits for the last 1-GPU run while up to
+    /// seven GPUs idle), then the rest longest first. With a window, plan order: there the
+    /// operator's order decides what fits.
+    fn commit_ranks(&self) -> HashMap<usize, usize> {
+        if self.window.is_some() {
+            return HashMap::new();
+        }
+        let typical = self.runtime.typical_run().as_secs_f64().max(1.0);
+        let mut loads: std::collections::BTreeMap<usize, crate::night::order::Load> =
+            Default::default();
+        for spec in self.plan.runs.iter().filter(|r| r.skip_reason.is_none()) {
+            let l = loads
+                .entry(spec.commit)
+                .or_insert(crate::night::order::Load {
+                    commit: spec.commit,
+                    gpus: 0,
+                    gpu_secs: 0.0,
+                    build_secs: 0.0,
+                });
+            l.gpus = l.gpus.max(spec.gpus);
+            l.gpu_secs += spec.gpus.max(1) as f64 * typical;
+        }
+        let loads: Vec<_> = loads.into_values().collect();
+        crate::night::order::ranks(&loads, self.opts.gpus.max(1), 2, 0.0)
+            .into_iter()
+            .collect()
+    }
+
     /// May queued run `i` start now, as far as the window is concerned?
     fn window_allows(&self, i: usize) -> bool {
         let Some(w) = &self.window else {
@@ -597,8 +637,8 @@ impl Engine {
         };
         let spec = &self.plan.runs[i];
         let model = self.plan.commit_of(spec).model.as_deref();
-        let started = self.queue.is_started(spec.commit);
-        let fits_now = self.queue.queued_gpus(spec.commit) <= self.pool.free();
+        let started = self.queue.is_started(self.rank(spec.commit));
+        let fits_now = self.queue.queued_gpus(self.rank(spec.commit)) <= self.pool.free();
         w.may_start(
             std::time::Instant::now(),
             self.lengths.expect(model, w),
@@ -623,7 +663,7 @@ impl Engine {
         let mut out: Vec<String> = Vec::new();
         for (i, r) in self.state.runs.iter().enumerate() {
             let spec = &self.plan.runs[i];
-            if r.state == RunState::Queued && !self.queue.is_started(spec.commit) {
+            if r.state == RunState::Queued && !self.queue.is_started(self.rank(spec.commit)) {
                 let c = &self.plan.commit_of(spec).commit;
                 let short: String = c.chars().take(8).collect();
                 if !out.contains(&short) {

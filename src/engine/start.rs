@@ -30,7 +30,7 @@ impl Engine {
                 return Ok(());
             };
             let spec = &self.plan.runs[index];
-            let preferred = self.queue.preferred(spec.commit).to_vec();
+            let preferred = self.queue.preferred(self.rank(spec.commit)).to_vec();
             let gpus = self
                 .pool
                 .take(spec.gpus, &preferred)
@@ -71,13 +71,14 @@ impl Engine {
         for (i, r) in self.state.runs.iter().enumerate() {
             let spec = &self.plan.runs[i];
             if r.attempt > 0 || !matches!(r.state, RunState::Queued | RunState::Active { .. }) {
-                self.queue.commit_started(spec.commit, &r.gpus);
+                self.queue.commit_started(self.rank(spec.commit), &r.gpus);
             }
         }
         for (i, r) in self.state.runs.iter().enumerate() {
             let spec = &self.plan.runs[i];
             if r.state == RunState::Queued && spec.gpus <= self.opts.gpus {
-                self.queue.push(i, spec.commit, spec.order, spec.gpus);
+                self.queue
+                    .push(i, self.rank(spec.commit), spec.order, spec.gpus);
             }
         }
         self.schedule_dirty = true;
@@ -208,6 +209,9 @@ impl Engine {
     pub(super) fn demand(&self) -> images::Demand {
         let mut d = images::Demand::default();
         let mut all = std::collections::BTreeSet::new();
+        // The images of queued runs in the order the scheduler will start them: pulls go
+        // down the queue as the GPUs will.
+        let mut upcoming: Vec<((bool, usize, u8, usize), String)> = Vec::new();
         for (i, r) in self.state.runs.iter().enumerate() {
             let Some(img) = self.plan.runs[i].image.as_ref().filter(|s| !s.is_empty()) else {
                 continue;
@@ -215,7 +219,10 @@ impl Engine {
             all.insert(img.clone());
             match &r.state {
                 RunState::Queued => {
-                    d.upcoming.push(img.clone());
+                    let spec = &self.plan.runs[i];
+                    let rank = self.rank(spec.commit);
+                    let key = (!self.queue.is_started(rank), rank, spec.order, i);
+                    upcoming.push((key, img.clone()));
                     d.needed.insert(img.clone());
                     if !d.jobs.contains_key(img) {
                         let job = self.job(RunId(i as u32), r.attempt.max(1), Vec::new());
@@ -232,6 +239,8 @@ impl Engine {
                 _ => {}
             }
         }
+        upcoming.sort();
+        d.upcoming = upcoming.into_iter().map(|(_, img)| img).collect();
         d.all = all.into_iter().collect();
         d
     }
