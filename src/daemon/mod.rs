@@ -123,6 +123,10 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             Ok(w) => w,
             Err(code) => return code,
         };
+        let window_closes_ms = window.as_ref().map(|w| {
+            let left = w.closes.saturating_duration_since(std::time::Instant::now());
+            crate::event::now_ms() + left.as_millis() as u64
+        });
         let low_at_start = disk.low();
         if let Some(why) = &low_at_start {
             tracing::warn!("{why}");
@@ -147,6 +151,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             log_dir: log_dir.clone(),
             runtime: a.runtime.name().to_string(),
             gpus: a.gpus,
+            window_closes_ms,
         };
         let store = obs.shared();
         let hub = server::Hub::new(

@@ -61,6 +61,9 @@ pub struct Meta {
     pub log_dir: PathBuf,
     pub runtime: String,
     pub gpus: u32,
+    /// When the night's window (`--until`) closes, epoch ms. Absent from older daemons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_closes_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -157,6 +160,7 @@ mod tests {
                 log_dir: "logs".into(),
                 runtime: "sim".into(),
                 gpus: 1,
+                window_closes_ms: None,
             },
             plan_text: String::new(),
             state: SweepState::default(),

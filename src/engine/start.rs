@@ -212,6 +212,16 @@ impl Engine {
         // The images of queued runs in the order the scheduler will start them: pulls go
         // down the queue as the GPUs will.
         let mut upcoming: Vec<((bool, usize, u8, usize), String)> = Vec::new();
+        // A missing baseline (and an agent's image) is made from its commit's human image:
+        // while any run of the commit waits, that image is needed, even once the human
+        // run is done, or eviction takes the source from under the derivation.
+        let human: std::collections::HashMap<usize, &String> = self
+            .plan
+            .runs
+            .iter()
+            .filter(|r| r.variant == crate::model::Variant::Human)
+            .filter_map(|r| Some((r.commit, r.image.as_ref().filter(|s| !s.is_empty())?)))
+            .collect();
         for (i, r) in self.state.runs.iter().enumerate() {
             let Some(img) = self.plan.runs[i].image.as_ref().filter(|s| !s.is_empty()) else {
                 continue;
@@ -224,6 +234,9 @@ impl Engine {
                     let key = (!self.queue.is_started(rank), rank, spec.order, i);
                     upcoming.push((key, img.clone()));
                     d.needed.insert(img.clone());
+                    if let Some(h) = human.get(&spec.commit) {
+                        d.needed.insert((*h).clone());
+                    }
                     if !d.jobs.contains_key(img) {
                         let job = self.job(RunId(i as u32), r.attempt.max(1), Vec::new());
                         d.jobs.insert(img.clone(), job);
@@ -302,5 +315,51 @@ impl Engine {
             status: r.status,
             detail: r.detail,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Outcome, Variant};
+    use crate::runtime::sim::{SimRuntime, Speed};
+
+    /// The human image is the source a missing baseline is made from: once the human run
+    /// is done it must stay needed while the commit's baseline waits, or eviction takes it.
+    #[test]
+    fn a_waiting_baseline_keeps_its_human_image_needed() {
+        let plan = Arc::new(crate::tui::example_plan());
+        let (engine, _cmds) = Engine::new(
+            plan.clone(),
+            Arc::new(SimRuntime::new(Speed::Max)),
+            EngineOptions {
+                gpus: 8,
+                seed: 1,
+                wait_for_operator: false,
+            },
+        );
+        let (h, b) = plan
+            .runs
+            .iter()
+            .filter(|r| r.variant == Variant::Human && r.image.is_some())
+            .find_map(|h| {
+                let b = plan.runs.iter().find(|b| {
+                    b.commit == h.commit && b.variant == Variant::Baseline && b.image != h.image
+                })?;
+                Some((h.id, b.id))
+            })
+            .expect("a commit with a human and a baseline image");
+        let mut st = engine.state().clone();
+        for r in &mut st.runs {
+            r.state = RunState::Finished {
+                outcome: Outcome::Success,
+            };
+        }
+        st.runs[b.0 as usize].state = RunState::Queued;
+        let engine = engine.with_state(st);
+        let d = engine.demand();
+        let human = plan.runs[h.0 as usize].image.clone().unwrap();
+        assert!(d.needed.contains(&human), "{:?}", d.needed);
+        assert!(!d.upcoming.contains(&human));
     }
 }

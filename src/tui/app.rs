@@ -222,6 +222,8 @@ pub struct App {
     /// them (the compare view builds one commit's report, which alone would learn from that
     /// commit only). Forgotten when a run ends; learned again when next asked.
     learned: std::cell::RefCell<Option<crate::stats::Calibration>>,
+    /// When the night's window closes (epoch ms): shown in the header beside the ETA.
+    pub window_closes_ms: Option<u64>,
     /// Runs whose logs were read from disk once (an attached client's view of the lines
     /// from before it attached).
     from_disk: std::collections::HashSet<RunId>,
@@ -331,6 +333,7 @@ impl App {
             calibration: Default::default(),
             learned: Default::default(),
             from_disk: Default::default(),
+            window_closes_ms: None,
             eta_cache: Default::default(),
             groups: Default::default(),
             keymap,

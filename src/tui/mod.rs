@@ -86,6 +86,8 @@ pub struct TuiOptions {
     pub initial_state: Option<crate::state::SweepState>,
     /// The store's calibration (the daemon sends it on attach).
     pub calibration: crate::stats::Calibration,
+    /// When the night's window closes (epoch ms), for the header.
+    pub window_closes_ms: Option<u64>,
 }
 
 impl TuiOptions {
@@ -125,6 +127,7 @@ impl TuiOptions {
             log_dir,
             initial_state: None,
             calibration: Default::default(),
+            window_closes_ms: None,
         })
     }
 }

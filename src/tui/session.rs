@@ -90,6 +90,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
         app.on_state(st);
     }
     app.calibration = opts.calibration.clone();
+    app.window_closes_ms = opts.window_closes_ms;
     let (gtx, mut grx) = tokio::sync::mpsc::unbounded_channel();
     if !opts.simulate_gpus {
         gpu::spawn_nvml(opts.gpu_period, gtx);

@@ -959,3 +959,18 @@ fn failure_groups_show_as_one_row_and_one_key_decides_for_all() {
         .unwrap_or("")
         .contains("no failure group"));
 }
+
+#[test]
+fn the_header_shows_the_window_and_says_when_the_estimate_ends_after_it() {
+    let mut app = scene();
+    let left = app.eta().expect("an estimate").left_ms;
+    app.window_closes_ms = Some(app.now_ms + left + 3_600_000);
+    let top = render(&app, 160, 48).lines().next().unwrap().to_string();
+    assert!(
+        top.contains("window ") && !top.contains("ends after"),
+        "{top}"
+    );
+    app.window_closes_ms = Some(app.now_ms + left / 2);
+    let top = render(&app, 160, 48).lines().next().unwrap().to_string();
+    assert!(top.contains("(ends after)"), "{top}");
+}

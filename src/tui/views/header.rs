@@ -55,14 +55,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         _ if app.state.paused.is_some() => "paused".into(),
         (Some(e), _) => {
             // The clock time it ends, and half the interval: "05:40 ±25m".
-            // From the app's clock (tests set it), in the box's time zone (UTC in tests).
-            #[cfg(not(test))]
-            let tz = jiff::tz::TimeZone::system();
-            #[cfg(test)]
-            let tz = jiff::tz::TimeZone::UTC;
-            let at = jiff::Timestamp::from_millisecond(app.now_ms.saturating_add(e.left_ms) as i64)
-                .map(|t| t.to_zoned(tz).strftime("%H:%M").to_string())
-                .unwrap_or_else(|_| fmt_dur(e.left_ms));
+            // From the app's clock (tests set it).
+            let at = clock(app.now_ms.saturating_add(e.left_ms));
             let half = e.high_ms.saturating_sub(e.low_ms) / 2;
             if half >= 60_000 {
                 format!(
@@ -108,6 +102,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             (10, status),
             (5, Span::styled(format!(" elapsed {elapsed} "), t.text())),
             (9, Span::styled(format!(" ETA {eta}  "), t.text())),
+            (6, window_span(app)),
             (
                 8,
                 Span::styled(
@@ -187,6 +182,38 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     }
     let second = fit(second, area.width);
     f.render_widget(Paragraph::new(vec![top, second]), area);
+}
+
+/// "window 07:00" when the night has one, in the warning colour once the estimate ends
+/// after it.
+fn window_span(app: &App) -> Span<'static> {
+    let t = &app.theme;
+    let Some(closes) = app.window_closes_ms else {
+        return Span::raw("");
+    };
+    let at = clock(closes);
+    let late = app
+        .eta()
+        .is_some_and(|e| app.now_ms.saturating_add(e.left_ms) > closes);
+    if late {
+        Span::styled(
+            format!("window {at} (ends after)  "),
+            Style::default().fg(t.warn),
+        )
+    } else {
+        Span::styled(format!("window {at}  "), t.text())
+    }
+}
+
+/// An epoch-ms time as HH:MM in the box's time zone (UTC in tests).
+fn clock(ms: u64) -> String {
+    #[cfg(not(test))]
+    let tz = jiff::tz::TimeZone::system();
+    #[cfg(test)]
+    let tz = jiff::tz::TimeZone::UTC;
+    jiff::Timestamp::from_millisecond(ms as i64)
+        .map(|t| t.to_zoned(tz).strftime("%H:%M").to_string())
+        .unwrap_or_default()
 }
 
 /// The pieces that fit, in their order: the highest priorities first, then whatever lower
