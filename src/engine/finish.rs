@@ -12,7 +12,9 @@ impl Engine {
         self.gpu_ms += a.started.elapsed().as_millis() * a.gpus.len() as u128;
         let spec = self.plan.runs[run.0 as usize].clone();
         let commit = self.plan.commit_of(&spec).clone();
-        if report.end != RunEnd::Cancelled {
+        // A run's length is learned from runs that got to their benchmark's end: one that
+        // failed in its first second says nothing of how long the next will hold GPUs.
+        if matches!(report.end, RunEnd::BenchExited { .. }) {
             self.lengths
                 .record(commit.model.as_deref(), a.started.elapsed());
         }

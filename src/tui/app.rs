@@ -509,12 +509,17 @@ impl App {
                             .now_ms
                             .saturating_sub(r.started_ms.unwrap_or(self.now_ms)),
                     },
-                    _ => Now::Done {
+                    // Lengths come from runs that ran to a result: a run that failed in
+                    // its first second says nothing of how long the next will take.
+                    RunState::Finished {
+                        outcome: Outcome::Success,
+                    } => Now::Done {
                         took_ms: r
                             .finished_ms
                             .zip(r.started_ms)
                             .map(|(f, s)| f.saturating_sub(s)),
                     },
+                    _ => Now::Done { took_ms: None },
                 };
                 (need, now)
             })
