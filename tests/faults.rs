@@ -30,18 +30,10 @@ fn all_final(store: &Path) -> Result<usize, String> {
 
 /// `run PLAN --runtime sim --headless --speed max --store STORE EXTRA…`, to its end.
 fn sim_run(plan: &Path, store: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(BIN)
-        .args([
-            "run",
-            plan.to_str().unwrap(),
-            "--runtime",
-            "sim",
-            "--headless",
-        ])
-        .args(["--speed", "max", "--store", store.to_str().unwrap()])
-        .args(extra)
-        .output()
-        .unwrap()
+    let store = store.to_str().unwrap();
+    let mut args = vec!["--speed", "max", "--store", store];
+    args.extend_from_slice(extra);
+    headless_run(plan, &args)
 }
 
 fn mode(p: &Path) -> u32 {

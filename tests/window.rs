@@ -4,7 +4,6 @@
 
 mod support;
 use nightshift::model::RunState;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use support::daemon::*;
 
@@ -15,18 +14,19 @@ fn a_short_window_finishes_what_it_starts_and_names_what_did_not_fit() {
     let store = tmp.path().join("store");
     let t0 = Instant::now();
     // 30 minutes of sim time at 100×: 18 s of wall time, well short of 12 commits.
-    let out = Command::new(BIN)
-        .args([
-            "run",
-            plan.to_str().unwrap(),
-            "--runtime",
-            "sim",
-            "--headless",
-        ])
-        .args(["--gpus", "2", "--speed", "100", "--until", "+30m"])
-        .args(["--store", store.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = headless_run(
+        &plan,
+        &[
+            "--gpus",
+            "2",
+            "--speed",
+            "100",
+            "--until",
+            "+30m",
+            "--store",
+            store.to_str().unwrap(),
+        ],
+    );
     let took = t0.elapsed();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
@@ -72,35 +72,24 @@ fn a_bad_window_is_refused_at_the_flag() {
     let tmp = tempfile::tempdir().unwrap();
     let plan = plan(tmp.path(), 1);
     for bad in ["25:00", "+6x", "tomorrow"] {
-        let out = Command::new(BIN)
-            .args([
-                "run",
-                plan.to_str().unwrap(),
-                "--runtime",
-                "sim",
-                "--headless",
-            ])
-            .args(["--until", bad])
-            .output()
-            .unwrap();
+        let out = headless_run(&plan, &["--until", bad]);
         assert_eq!(out.status.code(), Some(2), "{bad}");
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("--until"),
             "{bad}"
         );
     }
-    let out = Command::new(BIN)
-        .args([
-            "run",
-            plan.to_str().unwrap(),
-            "--runtime",
-            "sim",
-            "--headless",
-        ])
-        .args(["--until", "+1h", "--speed", "max", "--store"])
-        .arg(tmp.path().join("s"))
-        .output()
-        .unwrap();
+    let out = headless_run(
+        &plan,
+        &[
+            "--until",
+            "+1h",
+            "--speed",
+            "max",
+            "--store",
+            tmp.path().join("s").to_str().unwrap(),
+        ],
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a clock"));
 }

@@ -164,3 +164,18 @@ impl Drop for Tmux {
         self.kill_server();
     }
 }
+
+/// `run PLAN --runtime sim --headless ARGS…`, to its end.
+pub fn headless_run(plan: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--runtime",
+            "sim",
+            "--headless",
+        ])
+        .args(args)
+        .output()
+        .unwrap()
+}
