@@ -6,5 +6,5 @@ fn main() -> anyhow::Result<()> {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1024);
-    nightshift::parse::bench::run(size_mb, &mut std::io::stdout())
+    nightshift::bench::parse::run(size_mb, &mut std::io::stdout())
 }

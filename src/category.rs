@@ -88,6 +88,9 @@ named_enum!(
     }
 );
 
+/// How the reason of a run skipped because its model is gated begins.
+pub const NOT_RUN_GATED: &str = "not run (gated_model_auth): ";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,9 +10,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 mod args;
+mod attach;
+mod demo;
+mod diagnose;
 mod gpus;
 pub mod groups;
 pub(crate) mod input;
+pub mod parse;
 pub use args::*;
 
 pub fn main() -> i32 {
@@ -199,7 +203,7 @@ pub fn run(cli: Cli) -> i32 {
                 overrides,
             };
             if !headless {
-                return crate::daemon::start_and_attach(&args, std::env::args_os().collect());
+                return attach::start_and_attach(&args, std::env::args_os().collect());
             }
             crate::daemon::serve(args, crate::daemon::in_background())
         }
@@ -272,9 +276,9 @@ pub fn run(cli: Cli) -> i32 {
                 (seed, scale),
             )
         }
-        Cmd::Demo(args) => crate::tui::demo(args),
+        Cmd::Demo(args) => demo::demo(args),
         Cmd::Attach { store } => match crate::daemon::commands::find_dir(store) {
-            Ok(dir) => crate::daemon::client::attach(&dir),
+            Ok(dir) => attach::attach(&dir),
             Err(c) => c,
         },
         Cmd::Status { store } => match crate::daemon::commands::find_dir(store) {
@@ -290,7 +294,7 @@ pub fn run(cli: Cli) -> i32 {
                 tracing::error!("parse needs at least one FILE");
                 return 2;
             }
-            crate::parse::cli::main(&files, json, &mut std::io::stdout(), &mut std::io::stderr())
+            parse::main(&files, json, &mut std::io::stdout(), &mut std::io::stderr())
         }
         Cmd::Diagnose { files, json, learn } => {
             if learn.learn.is_some() {
@@ -300,7 +304,7 @@ pub fn run(cli: Cli) -> i32 {
                 tracing::error!("diagnose needs at least one FILE");
                 return 2;
             }
-            crate::diagnose::cli::main(&files, json, &mut std::io::stdout(), &mut std::io::stderr())
+            diagnose::main(&files, json, &mut std::io::stdout(), &mut std::io::stderr())
         }
         Cmd::Results {
             store,
@@ -429,9 +433,9 @@ pub fn run(cli: Cli) -> i32 {
             size_mb,
             store,
         } => match what.as_str() {
-            "engine" => crate::bench::engine(runs),
+            "engine" => crate::bench::engine::engine(runs),
             "store" => crate::daemon::commands::bench(runs, store.as_deref()),
-            "groups" => crate::bench::groups(runs, store.as_deref()),
+            "groups" => crate::bench::engine::groups(runs, store.as_deref()),
             "stats" => {
                 // Comparisons per table row: --runs, capped so the default finishes fast.
                 let m = if runs == 10_000 {
@@ -445,12 +449,12 @@ pub fn run(cli: Cli) -> i32 {
                 );
                 0
             }
-            "tui" => crate::tui::bench::run(runs.min(100_000)),
-            "attach" => crate::daemon::bench::attach(runs.min(100_000)),
-            "daemon" => crate::daemon::bench::daemon(runs, size_mb),
+            "tui" => crate::bench::tui::run(runs.min(100_000)),
+            "attach" => crate::bench::attach::attach(runs.min(100_000)),
+            "daemon" => crate::bench::attach::daemon(runs, size_mb),
             "night" => {
-                let plan = crate::tui::example_plan();
-                match crate::night::bench(&plan, &mut std::io::stdout()) {
+                let plan = crate::plan::example::example_plan();
+                match crate::bench::night::bench(&plan, &mut std::io::stdout()) {
                     Ok(()) => 0,
                     Err(e) => {
                         tracing::error!("{e}");
@@ -459,8 +463,8 @@ pub fn run(cli: Cli) -> i32 {
                 }
             }
             "eta" => {
-                let plan = crate::tui::example_plan();
-                match crate::eta::bench::run(&plan, &mut std::io::stdout()) {
+                let plan = crate::plan::example::example_plan();
+                match crate::bench::eta::run(&plan, &mut std::io::stdout()) {
                     Ok(()) => 0,
                     Err(e) => {
                         tracing::error!("{e}");
@@ -468,7 +472,7 @@ pub fn run(cli: Cli) -> i32 {
                     }
                 }
             }
-            "parse" => match crate::parse::bench::run(size_mb, &mut std::io::stdout()) {
+            "parse" => match crate::bench::parse::run(size_mb, &mut std::io::stdout()) {
                 Ok(()) => 0,
                 Err(e) => {
                     tracing::error!("{e:#}");

@@ -25,7 +25,7 @@ pub struct Finding {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub telling: Vec<String>,
     /// For a failure no signature names: the id of its failure kind
-    /// ([`crate::failure_kind`]), worked out once when it was diagnosed so that reads group
+    /// (the failure_kind module), worked out once when it was diagnosed so that reads group
     /// without normalising every line again (absent in records written before it existed:
     /// then it is worked out when read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -195,7 +195,7 @@ pub enum Command {
         category: Category,
     },
     /// The operator's one decision for a failure group (unknown failures of one kind,
-    /// named by its id or a prefix of 4+ digits, see [`crate::failure_kind`]): skip
+    /// named by its id or a prefix of 4+ digits, see the failure_kind module): skip
     /// every held, failed or queued run of it.
     SkipGroup {
         kind: String,

@@ -15,10 +15,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
-/// Below this confidence a diagnosis is a guess: its category is not trusted to decide
-/// anything on its own (see `diagnose::confidence`: exception 0.3, guess 0.1; a
-/// plan-time prediction is 0.5 and stays above).
-pub const LOW_CONFIDENCE: f32 = 0.5;
+pub use crate::diagnose::confidence::LOW as LOW_CONFIDENCE;
 
 /// The longest normalised text kept (a kind is a line, not a log).
 const MAX_TEXT: usize = 400;

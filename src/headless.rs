@@ -3,10 +3,10 @@
 //! written with its control characters escaped ([`crate::sanitize`]), so one event stays
 //! one line and nothing in it acts on the terminal or the log it goes to.
 
-use crate::engine::observer::Observer;
 use crate::engine::Summary;
 use crate::event::{Envelope, Event};
 use crate::model::RunState;
+use crate::observer::Observer;
 use crate::plan::Plan;
 use crate::sanitize::{log_line, terminal};
 use std::io::Write;

@@ -3,7 +3,7 @@
 //! read it from here, so a latency Δ can never be "+4.3%" in one place and "−4.3% WIN" in
 //! another: every Δ is an *improvement* (positive = better) worded with its direction.
 
-use crate::parse::Kind;
+use crate::kind::BenchKind as Kind;
 use std::collections::BTreeMap;
 
 /// Which way a metric gets better.

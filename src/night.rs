@@ -16,14 +16,11 @@
 //! Not modelled: registry latency and rate limits, failures and retries, pulls that go
 //! faster together than alone, disk bandwidth.
 
-pub mod bench;
 pub mod bound;
 pub mod model;
 pub mod order;
 #[cfg(test)]
 mod tests;
-
-pub use bench::bench;
 
 use crate::images::layers::{Disk, Manifest};
 use crate::images::{self, Budget, Step, Stock};

@@ -50,10 +50,10 @@ pub fn text(s: &str) -> Cow<'_, str> {
 
 /// A log line (a diagnosis's evidence, a telling line) for a text output: the colour and
 /// title sequences a log legitimately carries are dropped as the diagnosis reads them
-/// ([`crate::diagnose::text::clean`]), then whatever control is left is escaped as
+/// ([`clean`]), then whatever control is left is escaped as
 /// [`terminal`] shows it. A line stays one line.
 pub fn log_line(s: &str) -> Cow<'_, str> {
-    match crate::diagnose::text::clean(s) {
+    match clean(s) {
         Cow::Borrowed(b) => terminal(b),
         Cow::Owned(o) => Cow::Owned(terminal(&o).into_owned()),
     }
@@ -84,6 +84,22 @@ pub fn json(s: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// Removes ANSI escape sequences, carriage returns and NO-BREAK SPACEs (web log viewers).
+/// The diagnoser reads lines through it too, so what is matched is what is shown.
+pub fn clean(line: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    static ANSI: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let needs = line.bytes().any(|b| b == 0x1b || b == b'\r' || b == 0xc2);
+    if !needs {
+        return Cow::Borrowed(line);
+    }
+    let ansi = ANSI.get_or_init(|| {
+        regex::Regex::new(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r").expect("built-in regex")
+    });
+    let s = ansi.replace_all(line, "");
+    Cow::Owned(s.replace('\u{a0}', " "))
 }
 
 /// What a hostile plan (a commit title, an agent id) or log puts in a field: a screen

@@ -289,7 +289,7 @@ async fn a_gated_model_ends_its_runs_and_the_night_goes_on() {
     assert_eq!((c.failed, c.skipped, c.success), (1, 3, 2), "{s:?}");
     assert_eq!(s.failures.get(&Category::GatedModelAuth), Some(&1));
     let d = st.runs[3].detail.as_deref().unwrap();
-    assert!(d.starts_with(nightshift::engine::NOT_RUN_GATED), "{d}");
+    assert!(d.starts_with(nightshift::category::NOT_RUN_GATED), "{d}");
     assert!(d.contains("m/x is gated"), "{d}");
 }
 

@@ -3,7 +3,8 @@
 //! UTF-8, 1 MB lines) are derived from the text fixtures in code.
 #![allow(clippy::excessive_precision)] // values as benchmarks print them
 
-use nightshift::parse::{cli, detect_version, parse_bytes, Kind, ParseResult, StreamParser};
+use nightshift::cli::parse as cli;
+use nightshift::parse::{detect_version, parse_bytes, Kind, ParseResult, StreamParser};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -255,9 +255,9 @@ fn kept_rows_read_as_the_full_report() {
 #[test]
 fn the_kept_table_is_never_stale_during_a_sweep() {
     use nightshift::daemon::results::results_text;
-    use nightshift::engine::observer::Observer;
     use nightshift::engine::{Engine, EngineOptions};
     use nightshift::event::Envelope;
+    use nightshift::observer::Observer;
     use nightshift::report;
     use nightshift::store::resume::{self, ResumeOptions};
     use std::sync::{Arc, Mutex};
@@ -283,7 +283,10 @@ fn the_kept_table_is_never_stale_during_a_sweep() {
         }
     }
     let tmp = tempfile::tempdir().unwrap();
-    let plan = Arc::new(nightshift::bench::synthetic_plan_of(24, &["serving"]));
+    let plan = Arc::new(nightshift::plan::synthetic::synthetic_plan_of(
+        24,
+        &["serving"],
+    ));
     let store = Store::open(&tmp.path().join("store"), true).unwrap();
     let (obs, state, _) = resume::prepare(store, &plan, &ResumeOptions::default()).unwrap();
     let shared = obs.shared();

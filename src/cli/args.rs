@@ -213,7 +213,7 @@ pub enum Cmd {
         now: bool,
     },
     /// The TUI on a simulated sweep of the example plan (no Docker or GPU needed).
-    Demo(crate::tui::DemoArgs),
+    Demo(super::demo::DemoArgs),
     /// Plan files: check, show, import.
     Plan {
         #[command(subcommand)]

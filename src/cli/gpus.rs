@@ -16,7 +16,7 @@ use std::time::Duration;
 pub fn main(samples: usize, every: Duration, (width, height): (u16, u16)) -> i32 {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     spawn_nvml(every, tx);
-    let plan = Arc::new(crate::tui::example_plan());
+    let plan = Arc::new(crate::plan::example::example_plan());
     let theme = Theme::builtin("dark").expect("the dark theme is built in");
     let mut app: Option<App> = None;
     let mut last = None;

@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn the_aa_plan_repeats_baselines_only() {
-        let plan = crate::tui::example_plan();
+        let plan = crate::plan::example::example_plan();
         let aa = aa_plan(&plan, 2, 4);
         assert_eq!(aa.runs.len(), 8);
         assert!(aa.runs.iter().all(|r| r.variant == Variant::Baseline));

@@ -7,9 +7,10 @@ use crate::category::Category;
 use crate::engine::{Engine, EngineOptions};
 use crate::plan::Plan;
 use crate::report;
+use crate::report::show;
 use crate::runtime::Runtime;
 use crate::store::resume::{self, ResumeOptions};
-use crate::store::{show, Store, StoreError};
+use crate::store::{Store, StoreError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -387,10 +388,16 @@ pub fn bench(runs: usize, keep: Option<&Path>) -> i32 {
             return bench_reads(dir);
         }
         // Serving runs: the most metrics per run, and the kind every parser build reads.
-        let plan = Arc::new(crate::bench::synthetic_plan_of(runs, &["serving"]));
+        let plan = Arc::new(crate::plan::synthetic::synthetic_plan_of(
+            runs,
+            &["serving"],
+        ));
         return bench_in(&plan, dir);
     }
-    let plan = Arc::new(crate::bench::synthetic_plan_of(runs, &["serving"]));
+    let plan = Arc::new(crate::plan::synthetic::synthetic_plan_of(
+        runs,
+        &["serving"],
+    ));
     let tmp = std::env::temp_dir().join(format!("nightshift-bench-store-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let code = bench_in(&plan, &tmp);

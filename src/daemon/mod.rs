@@ -13,7 +13,6 @@
 //! answering on it and takes the store over (orphan containers are removed as the engine
 //! starts, runs in flight are re-queued by the store's resume).
 
-pub mod bench;
 pub mod calibrate;
 pub mod client;
 pub mod commands;
@@ -406,28 +405,9 @@ async fn watch_disk(
     }
 }
 
-/// `nightshift run PLAN` (with the TUI): start the store's daemon in the background unless
-/// one runs already, then attach. `argv` is this process's command line, reused for the
-/// daemon with `--headless` (and the store made explicit).
-pub fn start_and_attach(a: &RunArgs, argv: Vec<OsString>) -> i32 {
-    let dir = match resolve_dir(a.store.clone(), &a.plan.name) {
-        Ok(d) => d,
-        Err(c) => return c,
-    };
-    if client::alive(&dir) {
-        tracing::info!(
-            "a sweep is already running on {}: attaching to it",
-            dir.display()
-        );
-        return client::attach(&dir);
-    }
-    match spawn_background(&dir, argv, a.store.is_none()) {
-        Ok(child) => client::attach_to(&dir, Some(client::Started::watch(child))),
-        Err(code) => code,
-    }
-}
-
-fn spawn_background(
+/// Start the store's daemon in the background: this process's command line (`argv`) again
+/// with `--headless` (and the store made explicit); returns once it serves.
+pub fn spawn_background(
     dir: &Path,
     argv: Vec<OsString>,
     add_store: bool,

@@ -69,7 +69,7 @@ pub fn results_text(
 /// first run's). From the run summaries in memory: no event log, no report; only the runs
 /// that failed unknown are put in order.
 pub fn groups_of(store: &Store) -> Vec<FailureGroup> {
-    let mut failed: Vec<&crate::store::record::RunSummary> = store
+    let mut failed: Vec<&crate::record::RunSummary> = store
         .runs()
         .values()
         .filter(|s| Member::of_summary(s).is_unknown_failure())

@@ -3,9 +3,9 @@
 //! engine: it lags, loses events from the broadcast, and gets the current state instead.
 
 use super::protocol::{self, ClientMsg, DaemonMsg, Meta, Want};
-use crate::engine::observer::Observer;
 use crate::engine::CommandSender;
 use crate::event::{Command, Envelope, Event};
+use crate::observer::Observer;
 use crate::state::SweepState;
 use futures_util::StreamExt;
 use std::collections::VecDeque;

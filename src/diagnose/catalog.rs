@@ -38,7 +38,7 @@ pub struct Signature {
     pub evidence: EvidencePick,
     pub symptom: bool,
     /// How sure a match of this signature is, when it is not the usual for its kind (a
-    /// wording that more than one failure prints): below `failure_kind::LOW_CONFIDENCE`
+    /// wording that more than one failure prints): below `confidence::LOW`
     /// the policy treats the diagnosis like `other`.
     pub confidence: Option<f32>,
     pub recipe: Option<String>,

@@ -9,7 +9,7 @@
 
 mod capture;
 pub mod catalog;
-pub mod cli;
+
 pub mod context;
 pub mod predict;
 pub mod recipe;
@@ -69,12 +69,15 @@ pub mod confidence {
     pub const PREDICTED: f32 = 0.5;
     /// A wording more than one failure prints (a signature's own `confidence`, e.g.
     /// vLLM's "Invalid repository ID" for a missing model and for an offline cache miss):
-    /// below `failure_kind::LOW_CONFIDENCE`, so the policy treats it like `other`.
+    /// below [`LOW`], so the policy treats it like `other`.
     pub const WEAK: f32 = 0.4;
     /// `other`, with an exception line as evidence.
     pub const EXCEPTION: f32 = 0.3;
     /// `other`, with only an error-like line, an exit status or the last line.
     pub const GUESS: f32 = 0.1;
+    /// Below this a diagnosis is a guess: its category is not trusted to decide anything
+    /// on its own (exception 0.3, guess 0.1; a plan-time prediction is 0.5 and stays above).
+    pub const LOW: f32 = 0.5;
 }
 
 /// An error in a catalog, recipe or policy file, located as `origin:line:col`.

@@ -798,20 +798,15 @@ fn ambiguous_wordings_are_low_confidence() {
     let d = file("ValueError: Invalid repository ID or local directory specified: 'org/model-x'.");
     assert_eq!(d.category, Category::ModelNotFound);
     assert!(
-        d.confidence < crate::failure_kind::LOW_CONFIDENCE,
+        d.confidence < crate::diagnose::confidence::LOW,
         "{}",
         d.confidence
     );
-    assert!(crate::failure_kind::is_unknown(
-        d.category,
-        Some(d.confidence),
-        false
-    ));
     // With an offline line before it, the Hub being off is the cause.
     let d = file(
         "huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co/api/models/org/model-x: offline mode is enabled.\n\
          ValueError: Invalid repository ID or local directory specified: 'org/model-x'.",
     );
     assert_eq!(d.category, Category::HubOffline);
-    assert!(d.confidence >= crate::failure_kind::LOW_CONFIDENCE);
+    assert!(d.confidence >= crate::diagnose::confidence::LOW);
 }

@@ -2,7 +2,6 @@
 //! terminal decoration; what the operator sees as evidence is the line as it was written.
 
 use regex::Regex;
-use std::borrow::Cow;
 use std::sync::OnceLock;
 
 /// Longest evidence line kept (bytes). vLLM prints lines listing every supported
@@ -13,16 +12,7 @@ fn re(cell: &'static OnceLock<Regex>, pat: &str) -> &'static Regex {
     cell.get_or_init(|| Regex::new(pat).expect("built-in regex"))
 }
 
-/// Removes ANSI escape sequences, carriage returns and NO-BREAK SPACEs (web log viewers).
-pub fn clean(line: &str) -> Cow<'_, str> {
-    static ANSI: OnceLock<Regex> = OnceLock::new();
-    let needs = line.bytes().any(|b| b == 0x1b || b == b'\r' || b == 0xc2);
-    if !needs {
-        return Cow::Borrowed(line);
-    }
-    let s = re(&ANSI, r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r").replace_all(line, "");
-    Cow::Owned(s.replace('\u{a0}', " "))
-}
+pub use crate::sanitize::clean;
 
 /// The raw line as evidence: no trailing newline, bounded length.
 pub fn evidence(raw: &str) -> String {
@@ -115,7 +105,7 @@ mod tests {
     fn clean_removes_ansi_cr_and_nbsp() {
         let raw = "\u{a0} | \x1b[36m(_MapWorker pid=1)\x1b[0m ERROR x\r";
         assert_eq!(clean(raw), "  | (_MapWorker pid=1) ERROR x");
-        assert!(matches!(clean("plain"), Cow::Borrowed(_)));
+        assert!(matches!(clean("plain"), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]

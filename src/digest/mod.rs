@@ -8,8 +8,8 @@ mod md;
 pub use md::markdown;
 
 use crate::model::{RunState, Variant};
+use crate::record::RunDoc;
 use crate::report::{self, Report};
-use crate::store::record::RunDoc;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -2,7 +2,7 @@ use super::*;
 use crate::category::{Action, Category};
 use crate::event::Finding;
 use crate::model::{Outcome, RunState, Variant};
-use crate::store::record::{AttemptDoc, RunInfo};
+use crate::record::{AttemptDoc, RunInfo};
 
 fn doc(commit: &str, variant: Variant, end: RunState, tput: Option<f64>) -> RunDoc {
     let info = RunInfo {
@@ -459,7 +459,7 @@ fn gpu_hours_leave_out_the_wait_for_the_operator() {
         (3_600_000, active, held.clone()),
         (3 * 3_600_000, held, skip),
     ] {
-        d.history.push(crate::store::record::StateChange {
+        d.history.push(crate::record::StateChange {
             at_ms: at,
             attempt: 1,
             from,

@@ -1,13 +1,13 @@
 //! Full logs on disk: one file per run, attempt, stream and pipe, every line, never
 //! truncated. The TUI keeps only a bounded ring; this is the record.
 
-use super::observer::Observer;
 use crate::event::{Envelope, Event};
 use crate::model::{Pipe, RunId, RunState};
+use crate::observer::Observer;
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{LineWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub struct LogWriter {
     dir: PathBuf,
@@ -19,26 +19,7 @@ pub struct LogWriter {
     images: Option<LineWriter<File>>,
 }
 
-/// `<dir>/<key with / as __>/attempt-<n>/<stream>.<pipe>.log`
-pub fn log_path(dir: &Path, key: &str, attempt: u32, stream: &str, pipe: Pipe) -> PathBuf {
-    let pipe = match pipe {
-        Pipe::Stdout => "stdout",
-        Pipe::Stderr => "stderr",
-    };
-    dir.join(sanitize(key))
-        .join(format!("attempt-{attempt}"))
-        .join(format!("{stream}.{pipe}.log"))
-}
-
-fn sanitize(key: &str) -> String {
-    key.chars()
-        .map(|c| match c {
-            '/' => '_',
-            c if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' => c,
-            _ => '-',
-        })
-        .collect()
-}
+pub use crate::record::logs::log_path;
 
 impl LogWriter {
     pub fn new(dir: PathBuf, keys: Vec<String>) -> Self {

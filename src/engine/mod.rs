@@ -8,7 +8,6 @@ mod finish;
 mod groups;
 pub mod images;
 pub mod logs;
-pub mod observer;
 pub mod offthread;
 mod start;
 
@@ -16,13 +15,13 @@ use crate::category::{Action, Category};
 use crate::diagnose::{self, Catalog, FailureContext, RecipeBook, RecipeScope, Scanner};
 use crate::event::{now_ms, Command, Envelope, Event, Finding, ImageStatus};
 use crate::model::{Outcome, RunId, RunState, Stage, Stream};
+use crate::observer::Observer;
 use crate::parse::{self, StreamParser};
 use crate::plan::{BenchKind, Plan};
 use crate::policy::{Policy, PolicyConfig};
 use crate::runtime::{RunEnd, RunJob, RunReport, RunSink, Runtime, RuntimeMsg};
 use crate::scheduler::{GpuPool, Queue};
 use crate::state::SweepState;
-use observer::Observer;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,8 +53,7 @@ struct Active {
     version_seen: bool,
 }
 
-/// How the reason of a run skipped because its model is gated begins.
-pub const NOT_RUN_GATED: &str = "not run (gated_model_auth): ";
+use crate::category::NOT_RUN_GATED;
 
 #[derive(Debug, Clone, Default)]
 pub struct Summary {

@@ -9,8 +9,8 @@
 //! (log lines) are queued, bounded: a disk slower than the runs makes the engine wait
 //! instead of memory grow. An error of the inner observer surfaces on the next event.
 
-use super::observer::Observer;
 use crate::event::{Envelope, Event};
+use crate::observer::Observer;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;

@@ -328,7 +328,7 @@ mod tests {
     /// is done it must stay needed while the commit's baseline waits, or eviction takes it.
     #[test]
     fn a_waiting_baseline_keeps_its_human_image_needed() {
-        let plan = Arc::new(crate::tui::example_plan());
+        let plan = Arc::new(crate::plan::example::example_plan());
         let (engine, _cmds) = Engine::new(
             plan.clone(),
             Arc::new(SimRuntime::new(Speed::Max)),

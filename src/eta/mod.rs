@@ -5,8 +5,6 @@
 //! what is left of theirs. Three replays, with the lower quartile, the median and the
 //! upper quartile of the learned lengths, give the estimate and its interval. Pure.
 
-pub mod bench;
-
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 

@@ -2,7 +2,7 @@ use super::*;
 
 fn night(prefetch: bool, share: bool, disk_gb: u64) -> Night {
     simulate(
-        &crate::tui::example_plan(),
+        &crate::plan::example::example_plan(),
         &Box_::seed(disk_gb),
         prefetch,
         share,
@@ -33,7 +33,7 @@ fn prefetch_is_within_a_tenth_of_the_bound_and_gpus_barely_wait() {
 
 #[test]
 fn the_bound_is_the_largest_of_its_parts_and_none_is_loosened() {
-    let plan = crate::tui::example_plan();
+    let plan = crate::plan::example::example_plan();
     let bx = Box_::seed(500);
     let m = model::mix(&plan, bx.gpus, false);
     let n = night(true, false, 500);
@@ -128,7 +128,7 @@ fn prefetch_beats_inline_and_stays_in_the_disk_budget() {
 
 #[test]
 fn big_runs_first_and_a_commits_variants_together() {
-    let plan = crate::tui::example_plan();
+    let plan = crate::plan::example::example_plan();
     let bx = Box_::seed(500);
     let m = model::mix(&plan, bx.gpus, true);
     let rank = ranks(&m, &bx);
@@ -165,7 +165,7 @@ fn a_small_disk_still_finishes_by_evicting() {
 
 #[test]
 fn eras_come_from_the_plans_vllm_version_else_a_stable_hash() {
-    let plan = crate::tui::example_plan();
+    let plan = crate::plan::example::example_plan();
     let m = model::mix(&plan, 8, true);
     assert_eq!(m.eras, ["0.6", "0.7", "0.8", "0.9", "0.10"]);
     let c = plan

@@ -16,8 +16,6 @@
 //! property run: `NIGHTSHIFT_PROPTEST_CASES=250000 nice -n 19 cargo test --test
 //! parse_props -- --test-threads 1`.
 
-pub mod bench;
-pub mod cli;
 mod json;
 mod label;
 mod line;
@@ -35,38 +33,10 @@ use serde::{Deserialize, Serialize};
 use serving::Scope;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fmt;
 use version::Strength;
 
-/// Which benchmark printed the result.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    Serving,
-    Throughput,
-    Latency,
-    PrefixCaching,
-    #[default]
-    Unknown,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Serving => "serving",
-            Kind::Throughput => "throughput",
-            Kind::Latency => "latency",
-            Kind::PrefixCaching => "prefix_caching",
-            Kind::Unknown => "unknown",
-        }
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// Which benchmark printed the result (one definition with the plan's, [`BenchKind`]).
+pub use crate::kind::BenchKind as Kind;
 
 /// A value as soon as it is known (the TUI shows it live).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

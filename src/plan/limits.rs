@@ -20,8 +20,7 @@ pub const MAX_COMMITS: usize = 50_000;
 /// night is a few hundred.
 pub const MAX_RUNS: usize = 200_000;
 
-/// GPUs one run may take (`gpu_config`, `gpu_count`, TP × PP): the largest single box.
-pub const MAX_GPUS: u32 = 64;
+pub use crate::command::MAX_GPUS;
 
 /// A timeout of a week is already no timeout for one run; unbounded, the seconds overflow
 /// the runtimes' arithmetic (Slurm's time limit adds both timeouts).

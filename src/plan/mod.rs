@@ -4,9 +4,10 @@
 
 mod builder;
 pub mod clone;
-pub mod command;
+
 pub mod datasets;
 mod entry;
+pub mod example;
 mod expand;
 pub mod gpu;
 pub mod import;
@@ -17,9 +18,10 @@ pub mod report;
 mod resolve;
 mod schedule;
 pub mod source;
+pub mod synthetic;
 pub mod template;
 
-pub use command::{BenchKind, CommandView};
+pub use crate::command::{BenchKind, CommandView};
 pub use datasets::{expand_path, static_invocation, DATASET_HINT};
 pub use gpu::GpuConfig;
 pub use raw::{OnInvalid, SimSpec, Warmup};

@@ -25,7 +25,7 @@ pub struct RawPlan {
     #[serde(default)]
     pub datasets: Option<Spanned<BTreeMap<String, String>>>,
     /// This sweep's overrides of the policy, the fix recipes and the diagnosis signatures,
-    /// in the config files' own shapes; read and checked by `crate::overrides`.
+    /// in the config files' own shapes; read and checked by the overrides module.
     #[serde(default, rename = "policy")]
     _policy: Option<serde::de::IgnoredAny>,
     #[serde(default, rename = "recipe")]

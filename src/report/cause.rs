@@ -6,7 +6,7 @@
 
 use crate::category::Category;
 use crate::model::{Outcome, RunState};
-use crate::store::record::{AttemptDoc, RunDoc};
+use crate::record::{AttemptDoc, RunDoc};
 
 /// The failure category a run stands for as it is now; see the module's note.
 pub fn category(doc: &RunDoc) -> Option<Category> {
@@ -98,7 +98,7 @@ mod tests {
     use crate::category::Action;
     use crate::event::Finding;
     use crate::model::Variant;
-    use crate::store::record::StateChange;
+    use crate::record::StateChange;
 
     fn finding(c: Category) -> Finding {
         Finding {
@@ -164,8 +164,8 @@ mod tests {
     /// record (the TUI). Each must name the same cause for the skipped run.
     fn each_doc(events: &[crate::event::Event]) -> Vec<RunDoc> {
         use crate::event::{Envelope, Event};
-        use crate::store::record::{RunInfo, RunSummary};
-        use crate::store::StoredEvent;
+        use crate::record::StoredEvent;
+        use crate::record::{RunInfo, RunSummary};
         let info: RunInfo = crate::report::tests::doc("c1", Variant::Human, "x", 1.0).info;
         let mut state = crate::state::SweepState::new(1);
         let mut summary = RunSummary::new(info.clone());
@@ -251,7 +251,7 @@ mod tests {
                 assert_eq!(category(&d), Some(Category::ImageNotFound), "{d:#?}");
                 assert!(is_skipped(&d), "{d:#?}");
                 assert!(crate::report::matches(&d, &filter), "{d:#?}");
-                let shown = crate::store::show::render(&[&d]);
+                let shown = crate::report::show::render(&[&d]);
                 assert!(!shown.contains("+1795"), "{shown}");
             }
         }

@@ -2,7 +2,7 @@
 //! recorded (the benchmark command as executed, model, dataset, prompts, GPUs, driver,
 //! tokens generated, failed requests) and the flags a comparison gets when they differ.
 
-use crate::store::record::{AttemptDoc, RunDoc};
+use crate::record::{AttemptDoc, RunDoc};
 use serde::Serialize;
 use std::collections::HashMap;
 

@@ -1,6 +1,6 @@
 //! `results --filter EXPR` and the TUI's `:filter`: which runs a report covers.
 
-use crate::store::record::RunDoc;
+use crate::record::RunDoc;
 
 /// `--filter EXPR`: space- or comma-separated `field=value` / `field!=value` terms, all of
 /// which must hold. Fields: commit (prefix), key, variant, agent, status, category, model

@@ -26,7 +26,7 @@ pub struct Member<'a> {
 
 impl<'a> Member<'a> {
     /// A run of the store (its summary).
-    pub fn of_summary(s: &'a crate::store::record::RunSummary) -> Member<'a> {
+    pub fn of_summary(s: &'a crate::record::RunSummary) -> Member<'a> {
         Member::of_record(&s.key, s.info.model.as_deref(), &s.record)
     }
 

@@ -11,13 +11,14 @@ pub mod groups;
 pub mod html;
 pub mod render;
 pub mod share;
+pub mod show;
 pub mod view;
 
 use self::comparable::{Facts, Flag, Scope};
 use crate::metric;
 use crate::model::Variant;
+use crate::record::{AttemptDoc, RunDoc};
 use crate::stats::{self, band, Calibration, Compared, Method, Summary as Stat, Verdict};
-use crate::store::record::{AttemptDoc, RunDoc};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -6,9 +6,9 @@
 
 use super::{Cell, CommitRow, Comparison, Outcomes, Report, Summary};
 use crate::metric;
+use crate::record::{ResultRecord, RunDoc};
 use crate::sanitize::{md_cell, terminal};
 use crate::stats::{Method, Verdict};
-use crate::store::record::{ResultRecord, RunDoc};
 use std::fmt::Write;
 
 /// A metric value as every rendering shows it: three significant digits or so.

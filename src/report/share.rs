@@ -3,8 +3,8 @@
 //! shares, whether the rows were built just now or kept from an earlier read ([`super::view`]).
 
 use super::{CommitRow, Summary};
+use crate::record::RunDoc;
 use crate::stats::{band, Calibration, Method, Verdict};
-use crate::store::record::RunDoc;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::model::{Outcome, RunState};
-use crate::store::record::{AttemptDoc, RunInfo};
+use crate::record::{AttemptDoc, RunInfo};
 
 pub(crate) fn doc_with(
     commit: &str,

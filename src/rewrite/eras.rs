@@ -5,7 +5,7 @@
 
 use super::flags::FlagSet;
 use crate::diagnose::predict::PyVersion;
-use crate::plan::BenchKind;
+use crate::kind::BenchKind;
 
 /// The serving client (`benchmarks/benchmark_serving.py`), era by era: (first version, flags).
 const SERVING: &[(&str, &str)] = &[
@@ -100,7 +100,7 @@ pub fn has_cli_bench(kind: BenchKind, version: Option<&PyVersion>) -> bool {
     let from = match kind {
         BenchKind::Serving => CLI_SERVE_FROM,
         BenchKind::Throughput | BenchKind::Latency => CLI_OFFLINE_FROM,
-        BenchKind::PrefixCaching => return false,
+        BenchKind::PrefixCaching | BenchKind::Unknown => return false,
     };
     version.is_none_or(|ver| at_least(ver, from))
 }
@@ -158,6 +158,7 @@ fn client_at(kind: BenchKind, ver: &PyVersion) -> FlagSet {
         BenchKind::Throughput => return FlagSet::from_list(THROUGHPUT_OLD, underscores),
         BenchKind::Latency => return FlagSet::from_list(LATENCY_OLD, underscores),
         BenchKind::PrefixCaching => return FlagSet::from_list(PREFIX_OLD, underscores),
+        BenchKind::Unknown => return FlagSet::default(),
     };
     set.extend(&engine(Some(ver)));
     set.underscores = underscores;

@@ -13,9 +13,9 @@ mod invocation;
 
 use datasets::datasets;
 
+use crate::command::{BenchKind, CommandView};
+use crate::command::{Flag, Launcher};
 use crate::diagnose::predict::PyVersion;
-use crate::plan::command::{Flag, Launcher};
-use crate::plan::{BenchKind, CommandView};
 use flags::{Arity, FlagSet};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -185,15 +185,6 @@ pub fn script_kind(base: &str) -> Option<BenchKind> {
     }
 }
 
-fn cli_sub(kind: BenchKind) -> Option<&'static str> {
-    match kind {
-        BenchKind::Serving => Some("serve"),
-        BenchKind::Throughput => Some("throughput"),
-        BenchKind::Latency => Some("latency"),
-        BenchKind::PrefixCaching => None,
-    }
-}
-
 pub fn script_of(kind: BenchKind) -> String {
     format!(
         "benchmark_{}.py",
@@ -264,7 +255,7 @@ pub fn plan(view: &CommandView, facts: &Facts) -> Result<Invocation, Refusal> {
     };
     match &program {
         Program::Script(s) if facts.shim => {
-            if let Some(sub) = cli_sub(kind) {
+            if let Some(sub) = kind.cli_sub() {
                 rewrites.push(rw(
                     "cli",
                     format!("benchmarks/{s}"),

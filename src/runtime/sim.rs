@@ -9,7 +9,6 @@ mod text;
 use super::{RunEnd, RunJob, RunReport, RunSink, Runtime};
 use crate::category::Category;
 use crate::model::{Pipe, Stage, Stream};
-use crate::plan::BenchKind;
 use crate::stats::noise;
 use async_trait::async_trait;
 use rand::{Rng, SeedableRng};
@@ -462,8 +461,4 @@ impl Runtime for SimRuntime {
         }
         RunReport::new(RunEnd::BenchExited { exit_code: 0 })
     }
-}
-
-pub fn kind_label(k: BenchKind) -> &'static str {
-    k.as_str()
 }

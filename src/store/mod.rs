@@ -13,20 +13,17 @@
 //! What reads keep between them (the results table's rows) is a file beside the database,
 //! [`view`]: derived, rebuilt whenever missing or stale.
 
-mod history;
 mod observer;
-pub mod record;
 pub mod resume;
 pub mod salvage;
-pub mod show;
 pub mod sled;
 pub mod view;
 
 pub use observer::{Durability, StoreObserver};
 
 use crate::event::Envelope;
-use record::{LogFile, PlanSnapshot, RunDoc, RunSummary};
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use crate::record::{LogFile, PlanSnapshot, RunDoc, RunSummary, StoredEvent};
+use serde::{de::DeserializeOwned, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -90,18 +87,6 @@ pub enum StoreError {
         found: String,
         wanted: String,
     },
-}
-
-/// One stored event: which life of the process wrote it, and the run's key (run ids are
-/// only stable within one plan).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredEvent {
-    pub life: u32,
-    pub key: Option<String>,
-    pub env: Envelope,
-    /// The log files of an attempt, on the event that ended it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub logs: Vec<LogFile>,
 }
 
 pub struct Store {

@@ -2,9 +2,9 @@
 //! transition flushed before the engine acts on it.
 
 use super::*;
-use crate::engine::observer::Observer;
 use crate::event::Event;
 use crate::model::{Pipe, RunState, Stage};
+use crate::observer::Observer;
 use crate::state::SweepState;
 use std::collections::BTreeSet;
 
@@ -68,7 +68,7 @@ impl StoreObserver {
         let Some(dir) = &self.log_dir else {
             return Vec::new();
         };
-        let probe = crate::engine::logs::log_path(dir, key, attempt, "x", Pipe::Stdout);
+        let probe = crate::record::logs::log_path(dir, key, attempt, "x", Pipe::Stdout);
         let Some(adir) = probe.parent() else {
             return Vec::new();
         };

@@ -2,13 +2,13 @@
 //! from the stored runs. The diff and the reconstruction are pure; [`prepare`] applies them
 //! to a store.
 
-use super::record::{PlanSnapshot, RunInfo, RunSummary};
 use super::{Store, StoreObserver};
 use crate::category::Category;
-use crate::engine::observer::Observer;
 use crate::event::{now_ms, Command, Envelope, Event};
 use crate::model::{Outcome, RunId, RunState};
+use crate::observer::Observer;
 use crate::plan::Plan;
+use crate::record::{PlanSnapshot, RunInfo, RunSummary};
 use crate::state::{RunRecord, SweepState};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -88,7 +88,7 @@ pub fn reconstruct(
             RunState::Finished {
                 outcome: Outcome::Skipped { reason },
             } => reason
-                .strip_prefix(crate::engine::NOT_RUN_GATED)
+                .strip_prefix(crate::category::NOT_RUN_GATED)
                 .map(|_| Category::GatedModelAuth),
             _ => None,
         };
@@ -348,7 +348,7 @@ mod tests {
             },
         };
         let mut docs = BTreeMap::new();
-        let gated = format!("{}m is gated", crate::engine::NOT_RUN_GATED);
+        let gated = format!("{}m is gated", crate::category::NOT_RUN_GATED);
         docs.insert(
             "a/baseline".into(),
             doc(info("a/baseline", "x"), skipped(&gated), 0),

@@ -8,8 +8,8 @@
 //! they lie, whatever the engine's own structures around them look like. A log-structured
 //! file holds older versions of a run's summary too; the one furthest along wins.
 
-use super::record::{PlanSnapshot, RunSummary};
 use super::{Store, StoredEvent};
+use crate::record::{PlanSnapshot, RunSummary};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write;

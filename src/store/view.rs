@@ -5,8 +5,8 @@
 //! from a blob file each), and they are derived from the rest of the store, rebuilt
 //! whenever missing, stale or unreadable; salvage and resume never read them.
 
-use super::record::{RunDoc, RunSummary};
 use super::{summary_doc, Store};
+use crate::record::{RunDoc, RunSummary};
 use std::collections::BTreeMap;
 
 /// The digest of a run summary's stored bytes.

@@ -260,7 +260,7 @@ impl App {
             return c.clone();
         }
         let docs = crate::tui::export::docs(self);
-        let refs: Vec<&crate::store::record::RunDoc> = docs.iter().collect();
+        let refs: Vec<&crate::record::RunDoc> = docs.iter().collect();
         let c = crate::report::learn_bands(&refs);
         *self.learned.borrow_mut() = Some(c.clone());
         c

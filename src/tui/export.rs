@@ -4,8 +4,8 @@
 //! run is better than its baseline, whichever way its headline metric points.
 
 use super::app::{headline, run_category, App};
+use crate::record::{RunDoc, RunInfo};
 use crate::report::{self, Report};
-use crate::store::record::{RunDoc, RunInfo};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

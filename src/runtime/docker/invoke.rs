@@ -6,7 +6,6 @@
 
 use super::{err, upload, Clock, DockerRuntime, Leftovers};
 use crate::model::{Pipe, Stage};
-use crate::plan::BenchKind;
 use crate::rewrite::{self, eras, flags::FlagSet, Facts, Invocation, Program, Resolved};
 use crate::runtime::{RunEnd, RunJob, RunSink, RuntimeMsg};
 use bollard::query_parameters::UploadToContainerOptions;
@@ -272,17 +271,12 @@ impl DockerRuntime {
         };
         let mut learned: Option<FlagSet> = None;
         let programs: Vec<Program> = match (&job.view.launcher, kind) {
-            (crate::plan::command::Launcher::VllmBench { sub }, _) if cli_bench => {
+            (crate::command::Launcher::VllmBench { sub }, _) if cli_bench => {
                 vec![Program::Cli(sub.clone())]
             }
             (_, k) => {
                 let mut v = vec![Program::Script(rewrite::script_of(k))];
-                if let Some(sub) = match k {
-                    BenchKind::Serving => Some("serve"),
-                    BenchKind::Throughput => Some("throughput"),
-                    BenchKind::Latency => Some("latency"),
-                    BenchKind::PrefixCaching => None,
-                } {
+                if let Some(sub) = k.cli_sub() {
                     if cli_bench {
                         v.push(Program::Cli(sub.into()));
                     }

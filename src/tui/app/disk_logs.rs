@@ -5,8 +5,8 @@
 //! kept after them without repeating it.
 
 use super::{App, LogLine, RunLogs, RING_LINES};
-use crate::engine::logs::log_path;
 use crate::model::Pipe;
+use crate::record::logs::log_path;
 use std::collections::VecDeque;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;

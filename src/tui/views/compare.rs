@@ -4,8 +4,8 @@
 //! ([`crate::report`]), computed for this one commit.
 
 use super::{block, fit};
+use crate::record::{RunDoc, RunInfo};
 use crate::report::{self, CommitRow, Report};
-use crate::store::record::{RunDoc, RunInfo};
 use crate::tui::app::App;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;

@@ -195,7 +195,7 @@ pub(crate) fn title_of(c: &crate::plan::CommitSpec) -> String {
     if !c.title.trim().is_empty() {
         return c.title.clone();
     }
-    let kind = c.kind().map(crate::runtime::sim::kind_label).unwrap_or("");
+    let kind = c.kind().map(|k| k.as_str()).unwrap_or("");
     match (&c.notes, kind) {
         (Some(n), "") => n.clone(),
         (Some(n), k) => format!("{k} · {n}"),

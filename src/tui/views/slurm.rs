@@ -88,7 +88,7 @@ mod tests {
 
     #[test]
     fn the_panel_lists_each_jobs_allocation_node_and_state() {
-        let plan = Arc::new(crate::tui::example_plan());
+        let plan = Arc::new(crate::plan::example::example_plan());
         let mut app = App::new(plan, 8, Theme::builtin("dark").unwrap(), KeyMap::default());
         let mut seq = 0;
         let mut send = |app: &mut App, event: Event| {

@@ -3,7 +3,7 @@
 //! from connecting to its first full frame; `daemon` follows the daemon's RSS and the logs
 //! it writes over a whole simulated night.
 
-use super::protocol::{self, ClientMsg, DaemonMsg, Want};
+use crate::daemon::protocol::{self, ClientMsg, DaemonMsg, Want};
 use crate::tui::{app::App, keymap::KeyMap, theme::Theme};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -29,7 +29,7 @@ impl Drop for Daemon {
 fn start(runs: usize, speed: &str, log_kb: u64) -> Result<Daemon, String> {
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let plan = tmp.path().join("plan.toml");
-    let text = crate::bench::synthetic_plan_text_logging(
+    let text = crate::plan::synthetic::synthetic_plan_text_logging(
         runs,
         &["serving", "throughput", "latency"],
         log_kb,

@@ -1,6 +1,6 @@
 //! `nightshift diagnose FILE... [--json]` (design.md §3).
 
-use super::{diagnose_reader, text, Catalog, Diagnosis, RecipeBook};
+use crate::diagnose::{diagnose_reader, text, Catalog, Diagnosis, RecipeBook};
 use crate::policy::{Policy, PolicyConfig};
 use serde::Serialize;
 use std::io::Write;

@@ -4,7 +4,7 @@
 //! what was known then (the runs that had ended and their lengths, the runs in flight and
 //! how long they had run) and compared with the time that was really left.
 
-use super::{estimate, Need, Now};
+use crate::eta::{estimate, Need, Now};
 use crate::plan::Plan;
 use std::io::Write;
 
@@ -219,7 +219,7 @@ pub fn run(plan: &Plan, out: &mut dyn Write) -> std::io::Result<()> {
 mod tests {
     #[test]
     fn from_a_quarter_of_the_night_the_median_error_is_within_ten_percent() {
-        let plan = crate::tui::example_plan();
+        let plan = crate::plan::example::example_plan();
         for (p, mut errs, _) in super::errors(&plan, 8, 20) {
             let m = super::quantile(&mut errs, 0.5);
             // The last tenth of a night is one or two runs, often of a model not seen yet

@@ -3,7 +3,7 @@
 //! Exit status: 0 when every file held a result, 1 when some did not, 2 when some file
 //! could not be read (2 wins over 1).
 
-use super::{from_json, ParseResult, StreamParser};
+use crate::parse::{from_json, ParseResult, StreamParser};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 /// must not be held whole).
 const JSON_CAP: usize = 256 << 20;
 
-/// [`super::parse_bytes`] over a reader, chunk by chunk: printed text goes through the
+/// [`crate::parse::parse_bytes`] over a reader, chunk by chunk: printed text goes through the
 /// streaming parser as it is read (it skips over-long lines rather than holding them), so
 /// memory stays bounded at any size; only what may be a JSON result file is kept whole.
 pub fn parse_reader(r: &mut dyn Read) -> std::io::Result<ParseResult> {
@@ -172,7 +172,7 @@ mod tests {
         for input in [text, json, b"".to_vec(), b"   \n".to_vec()] {
             for step in [1, 3, 7, 1 << 20] {
                 let r = parse_reader(&mut Trickle(&input, step)).unwrap();
-                assert_eq!(r, super::super::parse_bytes(&input), "step {step}");
+                assert_eq!(r, crate::parse::parse_bytes(&input), "step {step}");
             }
         }
     }

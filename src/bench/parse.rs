@@ -7,7 +7,7 @@
 //! `\r` bars, ANSI process tags) with result blocks sprinkled in, and streamed repeatedly
 //! in 64 KiB chunks until the requested size is reached, so memory stays flat.
 
-use super::StreamParser;
+use crate::parse::StreamParser;
 use regex::Regex;
 use std::io::Write;
 use std::time::Instant;
@@ -421,9 +421,9 @@ mod tests {
     fn synthetic_log_parses_every_block() {
         let (log, blocks) = synth(4 << 20, 7);
         assert!(blocks > 0);
-        let r = super::super::parse_bytes(&log);
+        let r = crate::parse::parse_bytes(&log);
         assert_eq!(r.history.len() + 1, blocks);
-        assert_eq!(r.kind, super::super::Kind::Serving);
+        assert_eq!(r.kind, crate::parse::Kind::Serving);
         assert!(!r.truncated);
         let mut out = Vec::new();
         run(2, &mut out).unwrap();

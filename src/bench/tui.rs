@@ -1,11 +1,11 @@
 //! `nightshift bench tui [--runs N]`: frame render time with N runs (default 1,000) and
 //! 1,000,000 log lines folded in, on a 160×48 TestBackend; plus ingest rate and RSS.
 
-use super::app::{App, View};
-use super::keymap::{Action, KeyMap};
-use super::theme::Theme;
 use crate::event::{Envelope, Event};
 use crate::model::{Outcome, Pipe, RunId, RunState, Stage, Stream};
+use crate::tui::app::{App, View};
+use crate::tui::keymap::{Action, KeyMap};
+use crate::tui::theme::Theme;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ fn env(seq: u64, at_ms: u64, event: Event) -> Envelope {
 /// A sweep in mid-night: a third finished, some held, 8 active, the rest queued; `lines`
 /// log lines spread over the active and finished runs.
 pub fn busy_app(runs: usize, lines: usize) -> App {
-    let plan = Arc::new(crate::bench::synthetic_plan(runs));
+    let plan = Arc::new(crate::plan::synthetic::synthetic_plan(runs));
     let n = plan.runs.len();
     let mut app = App::new(
         plan,
@@ -196,7 +196,8 @@ pub fn run(runs: usize) -> i32 {
                 app.on_action(Action::Down);
             }
             let t = Instant::now();
-            term.draw(|f| super::views::draw(f, &app)).expect("draw");
+            term.draw(|f| crate::tui::views::draw(f, &app))
+                .expect("draw");
             times.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         let p50 = pct(&mut times, 0.5);

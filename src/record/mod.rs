@@ -2,12 +2,15 @@
 //! attempt ([`AttemptDoc`]) and its state history; and the results record derived from them
 //! (one per commit × variant × attempt, as in `spec/plan-format.md` "Results record").
 
-use crate::event::Finding;
+use crate::event::{Envelope, Finding};
 use crate::model::{RunState, Stage, Variant};
 use crate::plan::{Plan, RunSpec};
 use crate::state::RunRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+mod history;
+pub mod logs;
 
 /// One run as the plan describes it (a snapshot: the plan file may change between nights).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -462,4 +465,16 @@ impl ResultRecord {
             },
         }
     }
+}
+
+/// One stored event: which life of the process wrote it, and the run's key (run ids are
+/// only stable within one plan).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredEvent {
+    pub life: u32,
+    pub key: Option<String>,
+    pub env: Envelope,
+    /// The log files of an attempt, on the event that ended it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<LogFile>,
 }

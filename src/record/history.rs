@@ -1,8 +1,7 @@
 //! Histories derived at read time: a run's attempts and state changes are folded from the
 //! event log (written once per event), never stored as growing records.
 
-use super::record::{RunDoc, RunSummary, StateChange};
-use super::StoredEvent;
+use super::{RunDoc, RunSummary, StateChange, StoredEvent};
 use crate::event::Event;
 use crate::model::{RunState, Stage};
 

@@ -1,41 +1,11 @@
 //! The read-only view of a perf command. The command itself always runs exactly as written;
 //! this view exists for checks (placeholders, TP vs GPUs, model mismatch) and display.
 
+pub use crate::kind::BenchKind;
 use serde::Serialize;
 
-/// What kind of benchmark a command runs (from its script name or `vllm bench` subcommand).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BenchKind {
-    Serving,
-    Throughput,
-    Latency,
-    PrefixCaching,
-}
-
-impl BenchKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BenchKind::Serving => "serving",
-            BenchKind::Throughput => "throughput",
-            BenchKind::Latency => "latency",
-            BenchKind::PrefixCaching => "prefix_caching",
-        }
-    }
-    /// Only the serving benchmark talks to an HTTP server; the others run vLLM in-process.
-    pub fn needs_server(self) -> bool {
-        self == BenchKind::Serving
-    }
-    pub fn parse(s: &str) -> Option<BenchKind> {
-        match s {
-            "serving" | "serve" => Some(BenchKind::Serving),
-            "throughput" => Some(BenchKind::Throughput),
-            "latency" => Some(BenchKind::Latency),
-            "prefix_caching" => Some(BenchKind::PrefixCaching),
-            _ => None,
-        }
-    }
-}
+/// At most this many GPUs for one run: bounded before TP × PP is multiplied anywhere.
+pub const MAX_GPUS: u32 = 64;
 
 /// How the benchmark is launched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -213,7 +183,7 @@ impl CommandView {
             }
         }
         // Bounded before TP × PP is multiplied (or GPUs are counted) anywhere.
-        let max = super::limits::MAX_GPUS;
+        let max = MAX_GPUS;
         if tp.saturating_mul(pp) > max {
             return Err(format!(
                 "tensor parallel {tp} × pipeline parallel {pp} needs more GPUs than one run can take (at most {max})"

@@ -1,7 +1,7 @@
 //! `nightshift show COMMIT_OR_RUN`: everything about one commit or run.
 
-use super::record::RunDoc;
-use crate::report::groups::{FailureGroup, Member};
+use super::groups::{FailureGroup, Member};
+use crate::record::RunDoc;
 use crate::sanitize::log_line;
 use std::fmt::Write;
 
@@ -81,7 +81,7 @@ pub fn render_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
             format_args!("  state    {state} (attempt {attempt})"),
         );
         if let Some(g) = group_of(d, groups) {
-            let g = crate::report::groups::show_line(g);
+            let g = super::groups::show_line(g);
             line(&mut o, format_args!("  group    {g}"));
         }
         if let Some(f) = &d.predicted {
@@ -93,11 +93,11 @@ pub fn render_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
         for a in &d.attempts {
             let mut head = format!("  attempt {}: {}", a.attempt, a.status());
             // A skip after a diagnosis keeps its cause, as every output names it.
-            if let Some(c) = crate::report::cause::of_attempt(d, a) {
+            if let Some(c) = super::cause::of_attempt(d, a) {
                 let _ = write!(head, " ({c})");
             }
             // Its working time: a held run's wait for the operator is not part of it.
-            let worked = crate::report::cause::worked_until(d, a);
+            let worked = super::cause::worked_until(d, a);
             if let (Some(s), Some(f)) = (a.started_ms, worked) {
                 let _ = write!(head, " in {:.1}s", f.saturating_sub(s) as f64 / 1000.0);
             }
@@ -194,7 +194,7 @@ pub fn render_json_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
         let attempts: Vec<_> = d
             .attempts
             .iter()
-            .map(|a| super::record::ResultRecord::of(d, a))
+            .map(|a| crate::record::ResultRecord::of(d, a))
             .collect();
         let v = serde_json::json!({
             "key": d.key,
@@ -229,7 +229,7 @@ mod tests {
     /// then skipped says what it was skipped after, and its time stops when it was held.
     #[test]
     fn an_attempt_skipped_before_it_started_prints_no_times() {
-        use super::super::record::StateChange;
+        use crate::record::StateChange;
         let skipped = RunState::Finished {
             outcome: Outcome::Skipped {
                 reason: "skipped by the operator: all image_not_found".into(),
@@ -275,7 +275,7 @@ mod tests {
             },
         ];
         // Attempt 2: re-queued, then skipped before it started.
-        d.attempts.push(crate::store::record::AttemptDoc {
+        d.attempts.push(crate::record::AttemptDoc {
             attempt: 2,
             end: Some(skipped),
             finished_ms: Some(1_795_636_128_600),
@@ -333,7 +333,7 @@ mod tests {
             telling: vec![HOSTILE.into()],
             kind: None,
         }];
-        a.logs = vec![super::super::record::LogFile {
+        a.logs = vec![crate::record::LogFile {
             path: HOSTILE.into(),
             bytes: 1,
         }];

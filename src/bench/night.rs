@@ -2,8 +2,8 @@
 //! prefetch, with images counted whole and with layers shared; the assumptions first, the
 //! lower bound's parts after, so a reader can check the numbers against the box.
 
-use super::model::{self, BASE, BUILD_S, GB, OVERLAY_S, TREE, VLLM};
-use super::{simulate, Box_, Night};
+use crate::night::model::{self, BASE, BUILD_S, GB, OVERLAY_S, TREE, VLLM};
+use crate::night::{simulate, Box_, Night};
 use crate::plan::Plan;
 use std::io::Write;
 
