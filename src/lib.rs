@@ -33,6 +33,7 @@ pub mod preflight;
 pub mod record;
 pub mod report;
 pub mod rewrite;
+pub mod rt;
 pub mod runtime;
 pub mod sanitize;
 pub mod scheduler;

@@ -1,7 +1,7 @@
 //! Text that came from outside (plan titles, log lines, git's and Docker's words) made safe
 //! for a terminal: control characters are shown escaped (`\x1b`, `\u{85}`) rather than
 //! acted on, so a commit title cannot move the cursor, clear the screen or set a title.
-//! This is for every text output; HTML adds its entities on top (`report::html::esc`),
+//! This is for every text output; HTML adds its entities on top (`html`, below),
 //! JSON its own escapes ([`json`]).
 
 use std::borrow::Cow;
@@ -100,6 +100,26 @@ pub fn clean(line: &str) -> std::borrow::Cow<'_, str> {
     });
     let s = ansi.replace_all(line, "");
     Cow::Owned(s.replace('\u{a0}', " "))
+}
+
+/// Escape text for HTML element content and attribute values: `&<>"'` as entities, and
+/// control characters (plan titles, log lines) shown escaped as [`text`]
+/// shows them (a page read in a terminal or pasted into one must not act on them; line
+/// breaks stay, in HTML they are white space).
+pub fn html(s: &str) -> String {
+    let s = text(s);
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
 }
 
 /// What a hostile plan (a commit title, an agent id) or log puts in a field: a screen

@@ -19,10 +19,6 @@ fn peak_rss_kib() -> Option<u64> {
 /// transition) and the full-log writer attached, on the sim at max speed.
 pub fn engine(runs: usize) -> i32 {
     let plan = Arc::new(crate::plan::synthetic::synthetic_plan(runs));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio");
     let n = plan.runs.len();
     let tmp = match tempfile::tempdir() {
         Ok(t) => t,
@@ -46,7 +42,7 @@ pub fn engine(runs: usize) -> i32 {
     let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
     let logs = crate::engine::logs::LogWriter::new(tmp.path().join("logs"), keys);
     let started = Instant::now();
-    let result = rt.block_on(async {
+    let result = crate::rt::block_on(async {
         let (engine, _cmds) = Engine::new(
             plan.clone(),
             Arc::new(SimRuntime::new(Speed::Max)),

@@ -45,11 +45,7 @@ pub fn attach_to(store: &Path, started: Option<Started>) -> i32 {
         tracing::error!("the TUI needs a terminal (`nightshift status` prints one line)");
         return 2;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    rt.block_on(attach_async(store, started))
+    crate::rt::block_on(attach_async(store, started))
 }
 
 async fn attach_async(store: &Path, started: Option<Started>) -> i32 {

@@ -84,14 +84,6 @@ pub fn demo(args: DemoArgs) -> i32 {
     code
 }
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-        .block_on(f)
-}
-
 fn finish(result: anyhow::Result<TuiExit>, resumable: bool) -> i32 {
     match result {
         Ok(exit) => {
@@ -132,7 +124,7 @@ fn start(
         return 2;
     }
     finish(
-        block_on(async move {
+        crate::rt::block_on(async move {
             let (engine, cmds) = Engine::new(
                 plan.clone(),
                 runtime,

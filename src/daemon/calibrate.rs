@@ -104,17 +104,7 @@ pub fn main(
         aa.runs.len() / repeats.max(1) as usize,
         dir.display()
     );
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!("{e}");
-            return 1;
-        }
-    };
-    let res = rt.block_on(async {
+    let res = crate::rt::block_on(async {
         let (engine, _c) = Engine::new(
             aa.clone(),
             runtime,

@@ -461,11 +461,7 @@ pub fn fill_store(plan: &Arc<Plan>, dir: &Path) -> Result<std::time::Duration, i
         1
     })?;
     let obs = obs.log_dir(None);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio");
-    let res = rt.block_on(async {
+    let res = crate::rt::block_on(async {
         let (engine, _c) = Engine::new(
             plan.clone(),
             Arc::new(crate::runtime::sim::SimRuntime::new(

@@ -66,14 +66,10 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         Ok(d) => d,
         Err(c) => return c,
     };
-    let tokio_rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
     // Everything the daemon creates (store, logs, digests, its socket) is its owner's alone:
     // run logs hold prompts and paths, and the socket takes commands.
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
-    tokio_rt.block_on(async move {
+    crate::rt::block_on(async move {
         // Before anything slow: a terminal dropped during preflight must not end the night.
         console::on_hangup(dir.join(LOG), !background);
         if let Err(code) = own_store_dir(&dir) {
@@ -115,7 +111,10 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             console::say(format_args!("nightshift: operator overrides from {f}"));
         }
         let disk = crate::disk::Watch {
-            dirs: vec![("store", dir.clone()), ("run log directory", log_dir.clone())],
+            dirs: vec![
+                ("store", dir.clone()),
+                ("run log directory", log_dir.clone()),
+            ],
             floor: a.min_free_mib << 20,
         };
         let window = match night_window(&a, &state) {
@@ -123,7 +122,9 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             Err(code) => return code,
         };
         let window_closes_ms = window.as_ref().map(|w| {
-            let left = w.closes.saturating_duration_since(std::time::Instant::now());
+            let left = w
+                .closes
+                .saturating_duration_since(std::time::Instant::now());
             crate::event::now_ms() + left.as_millis() as u64
         });
         let low_at_start = disk.low();
@@ -187,7 +188,12 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         )));
         engine.observe(Box::new(server::HubObserver(hub.clone())));
         console::stop_on_signals(shutdown.clone());
-        tokio::spawn(watch_disk(disk, hub.commands(), low_at_start.is_some(), shutdown.clone()));
+        tokio::spawn(watch_disk(
+            disk,
+            hub.commands(),
+            low_at_start.is_some(),
+            shutdown.clone(),
+        ));
         let serving = tokio::spawn(server::serve(listener, hub.clone()));
         let alerting = (!a.alerts.0.is_empty()).then(|| {
             tokio::spawn(alerts_task(

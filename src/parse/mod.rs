@@ -30,10 +30,20 @@ pub use version::detect_version;
 
 use offline::Offline;
 use serde::{Deserialize, Serialize};
-use serving::Scope;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use version::Strength;
+
+/// Where a key may be accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Anywhere: this label opens a headerless block (v0.3.3, pre-2024, cut-off logs).
+    Starter,
+    /// Printed before the block as run configuration (`Maximum request concurrency: 64`).
+    Context,
+    /// Only inside a block: the label is too generic to trust elsewhere (`Drafts:`).
+    Block,
+}
 
 /// Which benchmark printed the result (one definition with the plan's, [`BenchKind`]).
 pub use crate::kind::BenchKind as Kind;

@@ -7,16 +7,7 @@ use super::sglang;
 use super::Kind;
 use std::borrow::Cow;
 
-/// Where a key may be accepted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Scope {
-    /// Anywhere: this label opens a headerless block (v0.3.3, pre-2024, cut-off logs).
-    Starter,
-    /// Printed before the block as run configuration (`Maximum request concurrency: 64`).
-    Context,
-    /// Only inside a block: the label is too generic to trust elsewhere (`Drafts:`).
-    Block,
-}
+pub(crate) use super::Scope;
 
 /// The fixed vocabulary, lower-case labels as printed minus the unit parenthesis.
 const TABLE: &[(&str, &str, Scope)] = &[

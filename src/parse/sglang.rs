@@ -2,7 +2,7 @@
 //! labels) and adds a few lines of its own; operators run it against vLLM servers too.
 //! Its `Mean E2E Latency (ms)` wording is handled with the other metric names.
 
-use super::serving::Scope;
+use super::Scope;
 
 /// sglang-only labels (lower-case, unit parenthesis removed).
 const TABLE: &[(&str, &str, Scope)] = &[

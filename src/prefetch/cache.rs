@@ -2,7 +2,7 @@
 //! offline: `models--org--name/refs/<revision>` holds a commit, `snapshots/<commit>/<path>`
 //! are relative links into `blobs/<etag>` (the LFS sha256, else the git blob id).
 
-use super::model::{FileState, ModelFiles, RepoFile};
+use super::files::{FileState, ModelFiles, RepoFile};
 use super::select::select_files;
 use super::Hub;
 use std::path::Path;

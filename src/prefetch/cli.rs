@@ -135,20 +135,9 @@ pub fn main(plan: &Plan, opts: Options) -> i32 {
     } else {
         None
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!("cannot start the async runtime: {e}");
-            return 1;
-        }
-    };
     use std::io::IsTerminal;
     let live = std::io::stderr().is_terminal();
-    rt.block_on(run(
+    crate::rt::block_on(run(
         &hub,
         &models,
         &datasets,

@@ -19,6 +19,7 @@ mod cache;
 mod dataset;
 mod download;
 mod error;
+mod files;
 mod fit;
 mod model;
 mod progress;
@@ -28,8 +29,9 @@ pub mod cli;
 
 pub use dataset::{hub_dataset, DatasetOutcome, HubDataset, SHAREGPT};
 pub use error::{FetchError, PrefetchError};
+pub use files::{FileState, ModelFiles, RepoFile};
 pub use fit::{check_fits, free_disk_bytes, Budget, FitProblem, DISK_MARGIN_BYTES};
-pub use model::{FetchSummary, FileState, ModelFiles, Prepared, RepoFile};
+pub use model::{FetchSummary, Prepared};
 pub use progress::{human_bytes, Progress};
 pub use select::{is_hub_id, select_files, Selected};
 

@@ -4,6 +4,7 @@
 use super::cache::{file_state, link_blob, parse_index, write_ref, INDEX};
 use super::download::error_code;
 use super::error::{Ctx, FetchError, PrefetchError};
+pub use super::files::{FileState, ModelFiles, RepoFile};
 use super::fit::{check_fits, free_disk_bytes, Budget};
 use super::progress::{rate, Progress};
 use super::select::select_files;
@@ -12,72 +13,6 @@ use hf_hub::{Repo, RepoType};
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-/// Where a file stands in the local cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileState {
-    /// In the snapshot of the commit: nothing to do.
-    Cached,
-    /// Its blob is cached (another revision has the same file): only a link to make.
-    InBlobs,
-    /// To download.
-    Missing,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RepoFile {
-    pub path: String,
-    pub size: u64,
-    /// The blob's name in the cache (the file's etag): the LFS sha256, else the git blob
-    /// id. Empty for a file listed from the cache alone.
-    pub blob: String,
-    pub weights: bool,
-    pub state: FileState,
-}
-
-/// The files of one model that vLLM needs, at one commit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelFiles {
-    pub model: String,
-    /// As asked (`main` unless the command pins one).
-    pub revision: String,
-    /// The commit the revision resolved to.
-    pub commit: String,
-    pub files: Vec<RepoFile>,
-    /// Listed from the local cache because the Hub could not be reached.
-    pub offline: bool,
-}
-
-impl ModelFiles {
-    pub fn total_bytes(&self) -> u64 {
-        self.files.iter().map(|f| f.size).sum()
-    }
-    pub fn weights_bytes(&self) -> u64 {
-        self.files
-            .iter()
-            .filter(|f| f.weights)
-            .map(|f| f.size)
-            .sum()
-    }
-    /// Bytes that need no download (in the snapshot, or their blob is cached).
-    pub fn cached_bytes(&self) -> u64 {
-        self.files
-            .iter()
-            .filter(|f| f.state != FileState::Missing)
-            .map(|f| f.size)
-            .sum()
-    }
-    pub fn to_download_bytes(&self) -> u64 {
-        self.total_bytes() - self.cached_bytes()
-    }
-    pub fn to_download(&self) -> impl Iterator<Item = &RepoFile> {
-        self.files.iter().filter(|f| f.state == FileState::Missing)
-    }
-    /// Everything is in the snapshot already.
-    pub fn is_complete(&self) -> bool {
-        self.files.iter().all(|f| f.state == FileState::Cached)
-    }
-}
 
 /// What a fetch did.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,15 +5,10 @@ use super::{judge, table, Report, SKIP_PREFIX};
 use crate::plan::Plan;
 use std::time::Instant;
 
-/// Gathers and judges; blocking on its own runtime (the CLI's entry points are sync).
+/// Gathers and judges, on the process's runtime (the CLI's entry points are sync).
 pub fn preflight(plan: &Plan, opts: &Options) -> Result<Report, String> {
     let t0 = Instant::now();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the preflight's runtime: {e}"))?;
-    let facts = rt.block_on(gather(plan, opts));
+    let facts = crate::rt::block_on(gather(plan, opts));
     let commits = judge(plan, &facts);
     Ok(Report::new(
         commits,

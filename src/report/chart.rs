@@ -2,8 +2,8 @@
 //! its interval as a whisker, coloured by verdict, and the outcome counts per pairing. No
 //! script and no external asset: the page opens from a mail attachment.
 
-use super::html::esc;
 use super::{Comparison, Outcomes, Report};
+use crate::sanitize::html as esc;
 use crate::stats::Verdict;
 use std::fmt::Write;
 

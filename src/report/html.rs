@@ -9,25 +9,7 @@ use super::Report;
 use crate::metric;
 use std::fmt::Write;
 
-/// Escape text for HTML element content and attribute values: `&<>"'` as entities, and
-/// control characters (plan titles, log lines) shown escaped as [`crate::sanitize::text`]
-/// shows them (a page read in a terminal or pasted into one must not act on them; line
-/// breaks stay, in HTML they are white space).
-pub fn esc(s: &str) -> String {
-    let s = crate::sanitize::text(s);
-    let mut o = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
-}
+pub use crate::sanitize::html as esc;
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#1b1f24;background:#fff}\
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ccd}h3{font-size:1em}\

@@ -259,11 +259,26 @@ impl App {
         if let Some(c) = self.learned.borrow().as_ref() {
             return c.clone();
         }
-        let docs = crate::tui::export::docs(self);
+        let docs = self.docs();
         let refs: Vec<&crate::record::RunDoc> = docs.iter().collect();
         let c = crate::report::learn_bands(&refs);
         *self.learned.borrow_mut() = Some(c.clone());
         c
+    }
+
+    /// The runs as the report reads them, from the live state (one attempt each).
+    pub fn docs(&self) -> Vec<crate::record::RunDoc> {
+        use crate::record::{RunDoc, RunInfo};
+        self.plan
+            .runs
+            .iter()
+            .map(|spec| {
+                RunDoc::of_record(
+                    RunInfo::from_spec(&self.plan, spec),
+                    self.state.run(spec.id),
+                )
+            })
+            .collect()
     }
 
     pub fn new(plan: Arc<Plan>, gpus: u32, theme: Theme, keymap: KeyMap) -> App {

@@ -4,26 +4,17 @@
 //! run is better than its baseline, whichever way its headline metric points.
 
 use super::app::{headline, run_category, App};
-use crate::record::{RunDoc, RunInfo};
+use crate::record::RunDoc;
 use crate::report::{self, Report};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// The runs as the report reads them, from the live state (one attempt each).
-pub fn docs(app: &App) -> Vec<RunDoc> {
-    app.plan
-        .runs
-        .iter()
-        .map(|spec| RunDoc::of_record(RunInfo::from_spec(&app.plan, spec), app.state.run(spec.id)))
-        .collect()
-}
-
 /// The report over the live state, judged as `results` judges (see
 /// [`App::report_options`]): the store's calibration and the sweep's own repeats, else
 /// single runs say "threshold uncalibrated".
 pub fn report(app: &App) -> (Vec<RunDoc>, Report) {
-    let docs = docs(app);
+    let docs = app.docs();
     let refs: Vec<&RunDoc> = docs.iter().collect();
     let r = report::build(&refs, &app.report_options());
     (docs, r)

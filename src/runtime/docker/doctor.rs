@@ -291,17 +291,7 @@ pub fn main(vllm_src: Option<&Path>, plan: Option<&crate::plan::Plan>) -> i32 {
     let src = vllm_src
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("NIGHTSHIFT_VLLM_SRC").map(PathBuf::from));
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::error!("{e}");
-            return 1;
-        }
-    };
-    let mut checks = rt.block_on(checks(src));
+    let mut checks = crate::rt::block_on(checks(src));
     if let Some(p) = plan {
         checks.extend(dataset_checks(p));
         checks.extend(patch_checks(p));

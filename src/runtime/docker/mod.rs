@@ -434,11 +434,7 @@ pub fn for_cli(
     gpus: Option<u32>,
     recipes: Arc<crate::diagnose::RecipeBook>,
 ) -> Result<Arc<dyn Runtime>, i32> {
-    let check = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|_| 1)?
-        .block_on(async { connect().await.map(|_| ()) });
+    let check = crate::rt::block_on(async { connect().await.map(|_| ()) });
     if let Err(e) = check {
         tracing::error!("Docker is not reachable: {e}");
         tracing::info!("hint: start dockerd and check access to /var/run/docker.sock (or DOCKER_HOST); `nightshift doctor` checks everything a sweep needs");

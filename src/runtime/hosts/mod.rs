@@ -518,13 +518,9 @@ pub fn for_cli(
         tracing::error!("{}: {e}", file.display());
         2
     })?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|_| 1)?;
     let mut answering = 0;
     for h in &multi.hosts {
-        let ok = rt.block_on(async {
+        let ok = crate::rt::block_on(async {
             matches!(
                 tokio::time::timeout(PING_TIMEOUT, h.docker.ping()).await,
                 Ok(Ok(_))

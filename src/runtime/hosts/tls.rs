@@ -61,16 +61,10 @@ pub fn proxy(addr: &str, dir: &Path, sock: &Path) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", sock.display()))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let addr = addr.to_string();
-    std::thread::Builder::new()
-        .name(format!("tls-{host}"))
-        .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async move {
+    // On the process's runtime: a proxy per host, no thread or runtime of its own.
+    crate::rt::spawn(async move {
+        {
+            {
                 let Ok(listener) = tokio::net::UnixListener::from_std(listener) else {
                     return;
                 };
@@ -90,9 +84,9 @@ pub fn proxy(addr: &str, dir: &Path, sock: &Path) -> Result<(), String> {
                         let _ = tokio::io::copy_bidirectional(&mut local, &mut tls).await;
                     });
                 }
-            });
-        })
-        .map_err(|e| e.to_string())?;
+            }
+        }
+    });
     Ok(())
 }
 

@@ -355,11 +355,7 @@ pub fn for_cli(
         2
     })?;
     let rt = SlurmRuntime::new(cfg).with_recipes(recipes);
-    let probe = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|_| 1)?
-        .block_on(rt.client.partition_gpus(rt.cfg.partition.as_deref()));
+    let probe = crate::rt::block_on(rt.client.partition_gpus(rt.cfg.partition.as_deref()));
     let total = match probe {
         Ok(n) => n,
         Err(e) => {
