@@ -103,6 +103,13 @@ pub enum Event {
         key: String,
         value: String,
     },
+    /// The commit's benchmark invocation, decided by this attempt for every variant.
+    Decided {
+        run: RunId,
+        attempt: u32,
+        commit: String,
+        invocation: Box<crate::rewrite::Invocation>,
+    },
     Paused {
         reason: String,
     },

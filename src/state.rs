@@ -75,6 +75,9 @@ pub struct SweepState {
     /// When the sweep last said it finished (none while it runs).
     #[serde(default)]
     pub finished_ms: Option<u64>,
+    /// Each commit's benchmark invocation, once decided (the first decision stands).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub invocations: BTreeMap<String, crate::rewrite::Invocation>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -216,6 +219,13 @@ impl SweepState {
                 if let Some(r) = self.runs.get_mut(run.0 as usize) {
                     r.provenance.insert(key.clone(), value.clone());
                 }
+            }
+            Event::Decided {
+                commit, invocation, ..
+            } => {
+                self.invocations
+                    .entry(commit.clone())
+                    .or_insert_with(|| (**invocation).clone());
             }
             Event::Pull {
                 run, done, total, ..

@@ -19,6 +19,7 @@ use crate::observer::Observer;
 use crate::parse::{self, StreamParser};
 use crate::plan::{BenchKind, Plan};
 use crate::policy::{Policy, PolicyConfig};
+use crate::rewrite::decisions::Decisions;
 use crate::runtime::{RunEnd, RunJob, RunReport, RunSink, Runtime, RuntimeMsg};
 use crate::scheduler::{GpuPool, Queue};
 use crate::state::SweepState;
@@ -74,6 +75,8 @@ pub struct Summary {
 
 pub struct Engine {
     plan: Arc<Plan>,
+    /// Each commit's benchmark invocation, shared with every attempt (`rewrite::decisions`).
+    decisions: Arc<Decisions>,
     runtime: Arc<dyn Runtime>,
     opts: EngineOptions,
     state: SweepState,
@@ -141,6 +144,7 @@ impl Engine {
         let state = SweepState::for_plan(&plan);
         let recipes = Arc::new(RecipeBook::builtin());
         let engine = Engine {
+            decisions: Arc::default(),
             pool: GpuPool::new(opts.gpus),
             plan,
             runtime,
@@ -237,6 +241,7 @@ impl Engine {
     /// Start from a stored state (resume). Runs caught mid-flight become new attempts.
     pub fn with_state(mut self, state: SweepState) -> Self {
         if state.runs.len() == self.state.runs.len() {
+            self.decisions = Arc::new(Decisions::seeded(&state.invocations));
             self.state = state;
         }
         self
@@ -748,6 +753,16 @@ impl Engine {
                 key,
                 value,
             })?,
+            RuntimeMsg::Decided(invocation) => {
+                let spec = &self.plan.runs[run.0 as usize];
+                let commit = self.plan.commit_of(spec).commit.clone();
+                self.emit(Event::Decided {
+                    run,
+                    attempt,
+                    commit,
+                    invocation,
+                })?
+            }
             RuntimeMsg::Done(report) => self.finish(run, report)?,
         }
         Ok(())

@@ -202,6 +202,7 @@ impl Engine {
             changes: commit.changes.clone(),
             sim: commit.sim.clone(),
             seed: mix(self.opts.seed, &spec.key, attempt),
+            decisions: self.decisions.clone(),
         }
     }
 

@@ -7,6 +7,7 @@
 //! benchmarks folder) is resolved per variant ([`Invocation::resolve`]). Pure.
 
 mod datasets;
+pub mod decisions;
 pub mod eras;
 pub mod flags;
 mod invocation;

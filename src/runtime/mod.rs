@@ -51,6 +51,9 @@ pub struct RunJob {
     pub sim: Option<SimSpec>,
     /// Deterministic seed for this attempt (sim).
     pub seed: u64,
+    /// The sweep's benchmark invocations, one per commit (the engine's; shared by every
+    /// attempt on every host, seeded from the store on resume).
+    pub decisions: std::sync::Arc<crate::rewrite::decisions::Decisions>,
 }
 
 /// How an attempt ended, as far as the runtime can tell (the engine diagnoses why).
@@ -133,6 +136,9 @@ pub enum RuntimeMsg {
         key: String,
         value: String,
     },
+    /// This attempt decided its commit's invocation (see `rewrite::decisions`): stored, so
+    /// a restart runs the same.
+    Decided(Box<crate::rewrite::Invocation>),
     Done(RunReport),
 }
 

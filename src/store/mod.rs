@@ -117,6 +117,15 @@ const K_SCHEMA: &[u8] = b"schema_version";
 const K_PLAN: &[u8] = b"plan";
 const K_LIVES: &[u8] = b"lives";
 const K_CALIBRATION: &[u8] = b"calibration";
+/// `invocation/<commit>`: the commit's benchmark invocation.
+const K_INVOCATION: &[u8] = b"invocation/";
+
+/// A commit's invocation as stored, with the perf command it was decided for.
+#[derive(Serialize, serde::Deserialize)]
+struct Decided {
+    command: String,
+    invocation: crate::rewrite::Invocation,
+}
 
 fn u32_of(v: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(v.try_into().ok()?))
@@ -392,6 +401,46 @@ impl Store {
             .flatten()
             .and_then(|b| dec(&b).ok())
             .unwrap_or_default()
+    }
+
+    /// Each commit's benchmark invocation decided so far (`rewrite::decisions`), with the
+    /// command it was decided for: commit → (command, invocation).
+    pub fn invocations(&self) -> BTreeMap<String, (String, crate::rewrite::Invocation)> {
+        let mut m = BTreeMap::new();
+        let _ = self.backend.scan(Tree::Meta, &mut |k, v| {
+            if let Some(commit) = k.strip_prefix(K_INVOCATION) {
+                // One unreadable decision is decided again, never a reason to stop.
+                if let (Ok(c), Ok(d)) = (std::str::from_utf8(commit), dec::<Decided>(v)) {
+                    m.insert(c.to_string(), (d.command, d.invocation));
+                }
+            }
+            Ok(())
+        });
+        m
+    }
+
+    /// Keep a commit's invocation for `command`; the first kept stands until the plan
+    /// gives the commit another command.
+    pub fn put_invocation(
+        &mut self,
+        commit: &str,
+        command: &str,
+        inv: &crate::rewrite::Invocation,
+    ) -> anyhow::Result<()> {
+        let key = [K_INVOCATION, commit.as_bytes()].concat();
+        let same = self
+            .backend
+            .get(Tree::Meta, &key)?
+            .and_then(|b| dec::<Decided>(&b).ok())
+            .is_some_and(|d| d.command == command);
+        if !same {
+            let d = Decided {
+                command: command.to_string(),
+                invocation: inv.clone(),
+            };
+            self.backend.put(Tree::Meta, &key, &enc(&d)?)?;
+        }
+        Ok(())
     }
 
     pub fn put_calibration(&mut self, c: &crate::stats::Calibration) -> anyhow::Result<()> {

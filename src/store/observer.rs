@@ -28,6 +28,8 @@ pub struct StoreObserver {
     dirty: BTreeSet<usize>,
     durability: Durability,
     log_dir: Option<PathBuf>,
+    /// Commit → its perf command, kept with each decided invocation.
+    commands: std::collections::BTreeMap<String, String>,
 }
 
 impl StoreObserver {
@@ -40,7 +42,12 @@ impl StoreObserver {
             dirty: BTreeSet::new(),
             durability: Durability::EveryTransition,
             log_dir,
+            commands: Default::default(),
         }
+    }
+    pub fn commands(mut self, c: std::collections::BTreeMap<String, String>) -> Self {
+        self.commands = c;
+        self
     }
     pub fn durability(mut self, d: Durability) -> Self {
         self.durability = d;
@@ -104,7 +111,8 @@ impl Observer for StoreObserver {
             | Event::VllmVersion { run, .. }
             | Event::Diagnosed { run, .. }
             | Event::FixApplied { run, .. }
-            | Event::Provenance { run, .. } => Some(run.0 as usize),
+            | Event::Provenance { run, .. }
+            | Event::Decided { run, .. } => Some(run.0 as usize),
             _ => None,
         };
         if run.is_some_and(|i| i >= self.keys.len()) {
@@ -123,6 +131,15 @@ impl Observer for StoreObserver {
         }
         let mut logs = Vec::new();
         let mut transition = false;
+        if let Event::Decided {
+            commit, invocation, ..
+        } = &env.event
+        {
+            // Durable before the attempt goes on: a restart must run the same benchmark.
+            let command = self.commands.get(commit).map_or("", String::as_str);
+            store.put_invocation(commit, command, invocation)?;
+            transition = true;
+        }
         if let (Some(i), Some(k)) = (run, &key) {
             if let Event::State {
                 attempt, from, to, ..

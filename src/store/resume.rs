@@ -155,6 +155,14 @@ impl ResumeReport {
     }
 }
 
+/// Each commit's perf command as the plan gives it.
+pub fn commands_of(plan: &Plan) -> std::collections::BTreeMap<String, String> {
+    plan.commits
+        .iter()
+        .map(|c| (c.commit.clone(), c.perf_command.clone().unwrap_or_default()))
+        .collect()
+}
+
 /// Open the sweep in `store` for `plan`: diff the plan, mark removed runs, rebuild the
 /// state, persist re-queues (durably, as state transitions), and save the plan snapshot.
 /// Returns the observer to hand to the engine and the state for `Engine::with_state`.
@@ -224,7 +232,15 @@ pub fn prepare(
     let keys: Vec<String> = snap.runs.iter().map(|r| r.key.clone()).collect();
     let mut state = SweepState::new(records.len());
     state.runs = records;
-    let mut obs = StoreObserver::new(store, keys, state);
+    // A commit's decided invocation stands while the plan gives it the same command.
+    let commands = commands_of(plan);
+    state.invocations = store
+        .invocations()
+        .into_iter()
+        .filter(|(c, (cmd, _))| commands.get(c) == Some(cmd))
+        .map(|(c, (_, inv))| (c, inv))
+        .collect();
+    let mut obs = StoreObserver::new(store, keys, state).commands(commands);
     for (i, why) in requeue {
         let rec = obs.state().runs[i].clone();
         let run = RunId(i as u32);

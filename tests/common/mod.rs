@@ -186,6 +186,7 @@ pub fn job(image: &str, command: &str) -> RunJob {
         changes: None,
         sim: None,
         seed: 0,
+        decisions: Default::default(),
     }
 }
 

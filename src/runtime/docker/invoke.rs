@@ -108,8 +108,6 @@ pub struct Caches {
     probes: Mutex<HashMap<String, Arc<ImageFacts>>>,
     /// (image id, benchmarks source, program) → learned flags (None: the help said nothing).
     helps: Mutex<HashMap<(String, String, String), Option<FlagSet>>>,
-    /// commit → the decisions every variant of it shares.
-    plans: Mutex<HashMap<String, Invocation>>,
 }
 
 /// Everything the run container and the benchmark exec need.
@@ -382,23 +380,21 @@ impl DockerRuntime {
             cli_bench,
             datasets,
         };
-        // One plan per commit: the first variant to get here decides for all of them.
-        let existing = self.caches.plans.lock().unwrap().get(&job.commit).cloned();
-        let invocation = match existing {
+        // One invocation per commit: the first variant to get here decides for all of them,
+        // on every host and after a restart (the engine's decisions, kept in the store).
+        let invocation = match job.decisions.get(&job.commit) {
             Some(inv) => inv,
             None => {
                 let mut inv =
                     rewrite::plan(&job.view, &facts_r).map_err(|r| bench_invalid(r.reason))?;
                 rewrite::warm_up(&mut inv, self.cfg.warmup_requests, &client);
-                // Two variants that got here at once both planned: the first one stored
+                // Two variants that got here at once both planned: the first one settled
                 // wins, so they still run the same benchmark.
-                self.caches
-                    .plans
-                    .lock()
-                    .unwrap()
-                    .entry(job.commit.clone())
-                    .or_insert(inv)
-                    .clone()
+                let (inv, decided) = job.decisions.settle(&job.commit, inv);
+                if decided {
+                    sink.send(RuntimeMsg::Decided(Box::new(inv.clone()))).await;
+                }
+                inv
             }
         };
         if matches!(invocation.program, Program::Script(_)) && bench_dir.is_empty() {
