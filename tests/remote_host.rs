@@ -46,6 +46,11 @@ fn second_engine() -> Result<(String, String, String), String> {
 }
 
 fn plan_file(dir: &std::path::Path, sweep: &str) -> std::path::PathBuf {
+    plan_file_loading(dir, sweep, 4000)
+}
+
+/// [`plan_file`] with servers that take `load_ms` to load (printing as they go).
+fn plan_file_loading(dir: &std::path::Path, sweep: &str, load_ms: u64) -> std::path::PathBuf {
     let mut toml = format!(
         r#"schema_version = 1
 name = "{sweep}"
@@ -68,7 +73,7 @@ baseline = "{{org}}:latest"
     for i in 0..2u64 {
         // A slow server (4 s to load): the engine is stopped while runs are in flight.
         toml.push_str(&format!(
-            "[[commits]]\ncommit = \"{:08x}{}\"\nparent = \"{:08x}{}\"\nmodel = \"standin/tiny\"\ngpu_config = \"H100:1\"\nvllm_version = \"0.8.5\"\nperf_command = '''STANDIN_LOAD_MS=4000 python benchmarks/benchmark_serving.py --model standin/tiny --num-prompts 10'''\n",
+            "[[commits]]\ncommit = \"{:08x}{}\"\nparent = \"{:08x}{}\"\nmodel = \"standin/tiny\"\ngpu_config = \"H100:1\"\nvllm_version = \"0.8.5\"\nperf_command = '''STANDIN_LOAD_MS={load_ms} python benchmarks/benchmark_serving.py --model standin/tiny --num-prompts 10'''\n",
             0xd0c0_0000u64 + i,
             "0".repeat(32),
             0xbee0_0000u64 + i,
@@ -289,4 +294,141 @@ fn remote_host_bad_hosts_file_exit_2() {
     let out = run(&["--runtime", "sim"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--runtime docker"));
+}
+
+/// A proxy in front of this machine's Docker that holds back every `/_ping` by `delay`
+/// while `slow` is set — a Docker busy with a big pull or commit — and passes everything
+/// else through untouched.
+async fn slow_ping_proxy(
+    listen: std::path::PathBuf,
+    delay: Duration,
+    slow: Arc<std::sync::atomic::AtomicBool>,
+    held: Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::UnixListener::bind(&listen).unwrap();
+    loop {
+        let Ok((client, _)) = listener.accept().await else {
+            return;
+        };
+        let (slow, held) = (slow.clone(), held.clone());
+        tokio::spawn(async move {
+            let Ok(up) = tokio::net::UnixStream::connect("/var/run/docker.sock").await else {
+                return;
+            };
+            let (mut cr, mut cw) = client.into_split();
+            let (mut ur, mut uw) = up.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut ur, &mut cw).await;
+            });
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = match cr.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                let ping = buf[..n].windows(6).any(|w| w == b"/_ping");
+                if ping && slow.load(Ordering::SeqCst) {
+                    held.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(delay).await;
+                }
+                if uw.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// Docker answering `/_ping` slower than the ping timeout for the whole of two runs (a
+/// busy engine) cancels neither: the host is never marked down while its runs' streams
+/// still deliver bytes, and runs that complete keep their results though the last pings
+/// before and after completion fail.
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_pings_cancel_no_run_and_discard_no_result() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    if let Err(why) = common::standin() {
+        if ci {
+            panic!("CI=true and the slow-ping test cannot run: {why}");
+        }
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let sock = tmp.path().join("docker.sock");
+    let slow = Arc::new(AtomicBool::new(true));
+    let held = Arc::new(AtomicUsize::new(0));
+    tokio::spawn(slow_ping_proxy(
+        sock.clone(),
+        Duration::from_secs(7),
+        slow.clone(),
+        held.clone(),
+    ));
+    while !sock.exists() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let sweep = format!("ns-slowping-{}", std::process::id());
+    // Servers that take 24 s to load: long enough for the health check to miss four pings.
+    let plan = Arc::new(
+        nightshift::plan::Plan::load(&plan_file_loading(tmp.path(), &sweep, 24_000)).unwrap(),
+    );
+    let hosts = config::parse(&format!(
+        "[[hosts]]\nname = \"busy\"\ndocker_host = \"unix://{}\"\ngpus = 4\ngpu_requests = false\n",
+        sock.display()
+    ))
+    .unwrap();
+    let mut cfg = DockerConfig::from_plan(&plan);
+    cfg.stop_grace_s = 2;
+    cfg.prefetch = false;
+    cfg.secrets = Secrets::with_token(None);
+    let multi = Arc::new(
+        MultiHost::new(
+            hosts,
+            &cfg,
+            Arc::new(nightshift::diagnose::RecipeBook::builtin()),
+        )
+        .unwrap(),
+    );
+    let (engine, _cmds) = nightshift::engine::Engine::new(
+        plan.clone(),
+        Arc::new(Hosts(multi.clone())),
+        nightshift::engine::EngineOptions {
+            gpus: multi.total_gpus(),
+            seed: 1,
+            wait_for_operator: false,
+        },
+    );
+    let engine = engine.with_time_scale(0.02);
+    let (summary, state) = tokio::time::timeout(
+        Duration::from_secs(150),
+        engine.run(CancellationToken::new()),
+    )
+    .await
+    .expect("the sweep ends")
+    .unwrap();
+    let pings_held = held.load(Ordering::SeqCst);
+    slow.store(false, Ordering::SeqCst);
+    eprintln!(
+        "{} pings held back 7 s (timeout 5 s); counts {:?}",
+        pings_held, summary.counts
+    );
+    // The pings really were slow, enough of them to have marked the host down.
+    assert!(pings_held >= 4, "only {pings_held} pings were held back");
+    assert!(
+        multi.losses().is_empty(),
+        "marked down: {:?}",
+        multi.losses()
+    );
+    assert_eq!(
+        summary.counts.success,
+        plan.runs.len(),
+        "{:?}",
+        summary.counts
+    );
+    for r in &state.runs {
+        assert_eq!(r.interrupted, 0, "a run was cut short by a ping: {r:?}");
+        assert_eq!(r.counted_attempts(), 1, "{r:?}");
+    }
 }

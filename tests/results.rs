@@ -466,3 +466,109 @@ fn a_read_only_store_with_a_socket_is_read_from_a_snapshot() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("b1111111"));
     assert_eq!(listing(&store), before, "nothing is written into the store");
 }
+
+/// Reads never stall the night (#23): while `results` is computed on a 10,000-run store,
+/// the engine — which flushes the same store at every state transition — goes on
+/// scheduling. The query takes the live store's lock only to copy the run summaries
+/// (`daemon::server::answer_query`, the daemon's own path); were the lock held for the
+/// computation, the engine's store observer would wait the whole query out.
+#[test]
+fn the_engine_keeps_scheduling_while_results_runs_on_a_10k_run_store() {
+    use nightshift::daemon::protocol::Want;
+    use nightshift::engine::{Engine, EngineOptions};
+    use nightshift::event::Envelope;
+    use nightshift::store::resume::{self, ResumeOptions};
+    use nightshift::store::Store;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = Arc::new(nightshift::plan::synthetic::synthetic_plan_of(
+        10_000,
+        &["serving"],
+    ));
+    let store = Store::open(&tmp.path().join("store"), true).unwrap();
+    let (obs, state, _) = resume::prepare(store, &plan, &ResumeOptions::default()).unwrap();
+    assert!(obs.state().runs.len() >= 10_000);
+    let shared = obs.shared();
+    let transitions: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let seen = transitions.clone();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let stopping = stop.clone();
+    let engine = std::thread::spawn(move || {
+        nightshift::rt::block_on(async move {
+            let (engine, _c) = Engine::new(
+                plan.clone(),
+                Arc::new(nightshift::runtime::sim::SimRuntime::new(
+                    nightshift::runtime::sim::Speed::Max,
+                )),
+                EngineOptions {
+                    gpus: 8,
+                    seed: 3,
+                    wait_for_operator: false,
+                },
+            );
+            let mut engine = engine.with_state(state).with_time_scale(0.0);
+            // The store first, as in the daemon: an event is seen after it is stored.
+            engine.observe(Box::new(obs));
+            engine.observe(Box::new(move |env: &Envelope| {
+                if matches!(env.event, nightshift::event::Event::State { .. }) {
+                    seen.lock().unwrap().push(Instant::now());
+                }
+                Ok(())
+            }));
+            engine.run(stopping).await.unwrap();
+        })
+    });
+    let count = |t: &Arc<Mutex<Vec<Instant>>>| t.lock().unwrap().len();
+    let t0 = Instant::now();
+    // Well into the night: many runs have results to compare.
+    while count(&transitions) < 3000 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the engine never got going"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let q0 = Instant::now();
+    let out = nightshift::daemon::server::answer_query(
+        &shared,
+        Want::Results {
+            format: "table".into(),
+            filter: None,
+            judge: Default::default(),
+        },
+    )
+    .expect("results");
+    let q1 = Instant::now();
+    stop.cancel();
+    engine.join().unwrap();
+    assert!(out.lines().count() > 1000, "a results table of 10,000 runs");
+    let during: Vec<Instant> = transitions
+        .lock()
+        .unwrap()
+        .iter()
+        .copied()
+        .filter(|t| *t >= q0 && *t <= q1)
+        .collect();
+    let took = q1 - q0;
+    let longest_gap = during
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .chain(during.first().map(|f| *f - q0))
+        .chain(during.last().map(|l| q1 - *l))
+        .max()
+        .unwrap_or(took);
+    eprintln!(
+        "results on 10,000 runs took {took:?}; {} transitions meanwhile, longest gap {longest_gap:?}",
+        during.len()
+    );
+    assert!(
+        during.len() >= 5,
+        "the engine made {} transitions during a {took:?} query",
+        during.len()
+    );
+    assert!(
+        longest_gap < took / 2,
+        "the engine stood still {longest_gap:?} of a {took:?} query"
+    );
+}

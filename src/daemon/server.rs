@@ -111,24 +111,9 @@ impl Hub {
                 code: 2,
             };
         };
-        let r = tokio::task::spawn_blocking(move || {
-            // The live store's lock only for the copy: the engine's next state barrier
-            // waits on that lock, never on the query.
-            let s = store.lock().unwrap_or_else(|e| e.into_inner()).reader();
-            match want {
-                Want::Results {
-                    format,
-                    filter,
-                    judge,
-                } => crate::daemon::commands::results_for(&s, &format, filter.as_deref(), judge),
-                Want::Show { what, json } => crate::daemon::commands::show_for(&s, &what, json),
-                Want::Digest { format } => crate::daemon::commands::digest_for(&s, &format),
-                Want::Group { id } => crate::daemon::commands::group_for(&s, &id),
-                _ => Err((2, "not a query".into())),
-            }
-        })
-        .await
-        .unwrap_or_else(|e| Err((1, format!("the query failed: {e}"))));
+        let r = tokio::task::spawn_blocking(move || answer_query(&store, want))
+            .await
+            .unwrap_or_else(|e| Err((1, format!("the query failed: {e}"))));
         match r {
             Ok(text) => DaemonMsg::Output {
                 text,
@@ -215,6 +200,28 @@ impl Hub {
             let _ = hub.cmds.send(Command::Shutdown);
             hub.shutdown.cancel();
         });
+    }
+}
+
+/// A query (`results`, `show`, `digest`, `group`) on the live store, as the daemon answers
+/// it (off the async workers). The live store's lock is held only for the copy
+/// ([`crate::store::Store::reader`]): the engine's next state barrier waits on that lock, never on the
+/// query's computation.
+pub fn answer_query(
+    store: &std::sync::Mutex<crate::store::Store>,
+    want: Want,
+) -> Result<String, (i32, String)> {
+    let s = store.lock().unwrap_or_else(|e| e.into_inner()).reader();
+    match want {
+        Want::Results {
+            format,
+            filter,
+            judge,
+        } => crate::daemon::commands::results_for(&s, &format, filter.as_deref(), judge),
+        Want::Show { what, json } => crate::daemon::commands::show_for(&s, &what, json),
+        Want::Digest { format } => crate::daemon::commands::digest_for(&s, &format),
+        Want::Group { id } => crate::daemon::commands::group_for(&s, &id),
+        _ => Err((2, "not a query".into())),
     }
 }
 

@@ -31,6 +31,10 @@ use tokio_util::sync::CancellationToken;
 const HEALTH_PERIOD: Duration = Duration::from_millis(500);
 const PING_TIMEOUT: Duration = Duration::from_secs(5);
 const MISSES_DOWN: u32 = 4;
+/// A host whose runs delivered bytes this recently is alive, however its pings fare: a
+/// Docker busy with a big pull or commit answers `/_ping` late while its containers'
+/// streams still flow.
+const STREAMS_ALIVE: Duration = Duration::from_secs(15);
 /// After a host is lost, how long its runs' teardown may take before they are let go
 /// (a host that is gone does not answer the removal either).
 const LOST_TEARDOWN: Duration = Duration::from_secs(5);
@@ -43,6 +47,20 @@ struct HostState {
     busy: Vec<bool>,
     /// Runs in flight here: id → their stop token.
     inflight: HashMap<u64, CancellationToken>,
+    /// When a run here last delivered a line (its streams are the host's heartbeat too).
+    last_bytes: Option<Instant>,
+}
+
+/// The health check's verdict on a host after a ping: `Some(up)` to mark it, `None` to
+/// leave it. Down takes [`MISSES_DOWN`] missed pings in a row and no run on it streaming.
+fn health(ok: bool, misses: u32, streaming: bool) -> Option<bool> {
+    if ok {
+        Some(true)
+    } else if misses >= MISSES_DOWN && !streaming {
+        Some(false)
+    } else {
+        None
+    }
 }
 
 struct Host {
@@ -127,6 +145,7 @@ impl MultiHost {
                     misses: 0,
                     busy: vec![false; spec.gpus as usize],
                     inflight: HashMap::new(),
+                    last_bytes: None,
                 }),
                 spec,
                 docker,
@@ -196,15 +215,16 @@ impl MultiHost {
                 });
                 let answers = futures_util::future::join_all(pings).await;
                 for (h, ok) in me.hosts.iter().zip(answers) {
-                    let misses = {
+                    let (misses, streaming) = {
                         let mut st = h.lock();
                         st.misses = if ok { 0 } else { st.misses + 1 };
-                        st.misses
+                        let streaming = st.last_bytes.is_some_and(|t| t.elapsed() < STREAMS_ALIVE);
+                        (st.misses, streaming)
                     };
-                    if ok && !h.lock().up {
-                        me.revive(h).await;
-                    } else if ok || misses >= MISSES_DOWN {
-                        me.set_up(h, ok);
+                    match health(ok, misses, streaming) {
+                        Some(true) if !h.lock().up => me.revive(h).await,
+                        Some(up) => me.set_up(h, up),
+                        None => {}
                     }
                 }
             }
@@ -353,18 +373,39 @@ impl MultiHost {
         .await;
         let mut local_job = job.clone();
         local_job.gpus = local.clone();
-        let exec = host.rt.execute(local_job, sink.clone(), stop.clone());
-        tokio::pin!(exec);
-        let report = tokio::select! {
-            r = &mut exec => r,
-            _ = stop.cancelled(), if !cancel.is_cancelled() => {
-                // The host went away (an operator's cancel also fires `cancel`).
-                match tokio::time::timeout(LOST_TEARDOWN, &mut exec).await {
-                    Ok(r) => r,
-                    Err(_) => RunReport::new(RunEnd::Cancelled),
+        // The attempt reports through a sink of the host's own that notes each line as the
+        // host's heartbeat, then hands it on in order.
+        let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+        let forward = {
+            let (host, sink) = (host.clone(), sink.clone());
+            tokio::spawn(async move {
+                while let Some((_, _, msg)) = rx.recv().await {
+                    if matches!(msg, super::RuntimeMsg::Log { .. }) {
+                        host.lock().last_bytes = Some(Instant::now());
+                    }
+                    sink.send(msg).await;
+                }
+            })
+        };
+        let report = {
+            let via = RunSink::new(sink.run, sink.attempt, tx);
+            let exec = host.rt.execute(local_job, via, stop.clone());
+            tokio::pin!(exec);
+            tokio::select! {
+                r = &mut exec => r,
+                _ = stop.cancelled(), if !cancel.is_cancelled() => {
+                    // The host went away (an operator's cancel also fires `cancel`).
+                    match tokio::time::timeout(LOST_TEARDOWN, &mut exec).await {
+                        Ok(r) => r,
+                        Err(_) => RunReport::new(RunEnd::Cancelled),
+                    }
                 }
             }
         };
+        // Every line the attempt sent is with the engine before its end is. Bounded: a log
+        // follower the attempt left behind keeps its copy of the sink, and its late lines
+        // are still handed on.
+        let _ = tokio::time::timeout(Duration::from_secs(2), forward).await;
         // A run that came back with its result keeps it, whatever a ping says now; one
         // that ended otherwise while its host stops answering was cut short by the host.
         let finished = matches!(report.end, RunEnd::BenchExited { .. });
@@ -577,5 +618,17 @@ mod tests {
         assert_eq!(choose(&free, 2, Some(2)), Some((0, vec![0, 1])));
         assert_eq!(choose(&free, 3, None), None);
         assert_eq!(choose(&free, 0, Some(1)), Some((0, vec![])));
+    }
+
+    #[test]
+    fn a_host_goes_down_only_after_missed_pings_and_silent_streams() {
+        assert_eq!(health(true, 0, false), Some(true));
+        // One slow ping, or three: nothing changes.
+        for m in 1..MISSES_DOWN {
+            assert_eq!(health(false, m, false), None, "{m} misses");
+        }
+        assert_eq!(health(false, MISSES_DOWN, false), Some(false));
+        // Its runs still deliver bytes: alive, however many pings were missed.
+        assert_eq!(health(false, MISSES_DOWN * 10, true), None);
     }
 }
