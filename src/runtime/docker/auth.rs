@@ -460,30 +460,13 @@ fn run_helper(
 
 /// Standard base64 (with or without padding), as `docker login` writes `auth`.
 fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    fn val(c: u8) -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    }
-    let s = s.trim_end_matches('=').as_bytes();
-    if s.len() % 4 == 1 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    for chunk in s.chunks(4) {
-        let mut n = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            n |= val(c)? << (18 - 6 * i);
-        }
-        let bytes = n.to_be_bytes();
-        out.extend_from_slice(&bytes[1..chunk.len()]);
-    }
-    Some(out)
+    use base64::engine::{general_purpose, DecodePaddingMode, GeneralPurpose};
+    use base64::Engine;
+    const EITHER: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        general_purpose::PAD.with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    EITHER.decode(s.trim()).ok()
 }
 
 #[cfg(test)]
@@ -491,21 +474,8 @@ mod tests {
     use super::*;
 
     fn b64(s: &str) -> String {
-        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut out = String::new();
-        for chunk in s.as_bytes().chunks(3) {
-            let mut n = 0u32;
-            for (i, b) in chunk.iter().enumerate() {
-                n |= (*b as u32) << (16 - 8 * i);
-            }
-            for i in 0..=chunk.len() {
-                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-            }
-        }
-        while out.len() % 4 != 0 {
-            out.push('=');
-        }
-        out
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(s)
     }
 
     fn write(dir: &Path, text: &str) -> DockerAuth {
