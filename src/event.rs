@@ -120,8 +120,14 @@ pub enum Event {
         reason: String,
     },
     Resumed,
+    /// An operator's command as the engine took it: who sent it (a client's id, `cli:USER`;
+    /// none from an older client) and what came of it (`done`, or why it was refused).
     Operator {
         command: Command,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outcome: Option<String>,
     },
     Gpu {
         sample: GpuSample,
@@ -227,8 +233,22 @@ pub enum Command {
     Cancel {
         run: RunId,
     },
+    /// Undo an operator's skip: the run is queued again, as long as it is still the skipped
+    /// run (nothing has replaced or re-run it since).
+    Unskip {
+        run: RunId,
+    },
     /// Stop the sweep: cancel runs in flight; it can be resumed later.
     Shutdown,
+    /// `command` from a named client, acting on the run as that client saw it: when the
+    /// run's state is no longer `saw` (another client or the policy moved it meanwhile),
+    /// the engine refuses and says so, and the client asks its operator again.
+    Signed {
+        by: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        saw: Option<RunState>,
+        command: Box<Command>,
+    },
 }
 
 impl Command {
@@ -251,7 +271,41 @@ impl Command {
             Command::DiskSpace { low: Some(why) } => format!("pause: {why}"),
             Command::DiskSpace { low: None } => "resume: disk space is back".into(),
             Command::Cancel { run } => format!("cancel {run}"),
+            Command::Unskip { run } => format!("undo the skip of {run}"),
             Command::Shutdown => "shutdown".into(),
+            Command::Signed { command, .. } => command.describe(),
+        }
+    }
+}
+
+/// Who sends commands from this process: `USER@FACE:PID` (`ops@tui:4321`), for the
+/// activity log and to name the client whose action another's command collided with.
+pub fn signer(face: &str) -> String {
+    let user: String = std::env::var("USER")
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        .take(32)
+        .collect();
+    let user = if user.is_empty() {
+        format!("uid{}", rustix::process::getuid().as_raw())
+    } else {
+        user
+    };
+    format!("{user}@{face}:{}", std::process::id())
+}
+
+impl Command {
+    /// The run a command acts on, when it acts on one.
+    pub fn run(&self) -> Option<RunId> {
+        match self {
+            Command::ApplyFix { run, .. }
+            | Command::Retry { run }
+            | Command::Skip { run }
+            | Command::Cancel { run }
+            | Command::Unskip { run } => Some(*run),
+            Command::Signed { command, .. } => command.run(),
+            _ => None,
         }
     }
 }

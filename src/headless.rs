@@ -108,7 +108,19 @@ impl<W: Write + Send> Printer<W> {
                 status.as_str(),
                 one_line(detail, 160)
             ),
-            Event::Operator { command } => format!("{t} operator: {}", command.describe()),
+            Event::Operator {
+                command,
+                by,
+                outcome,
+            } => format!(
+                "{t} operator{}: {}{}",
+                by.as_ref().map(|b| format!(" {b}")).unwrap_or_default(),
+                command.describe(),
+                match outcome.as_deref() {
+                    Some(o) if o != "done" => format!(" — {o}"),
+                    _ => String::new(),
+                }
+            ),
             _ => return None,
         })
     }

@@ -542,3 +542,91 @@ async fn a_pause_for_disk_space_lifts_itself_but_never_the_operators() {
     .await;
     assert!(!events.iter().any(|e| matches!(e.event, Event::Resumed)));
 }
+
+/// Two clients on one run (#25): A skips it; B, who still saw it queued, retries it — the
+/// engine refuses B and names A; A's undo queues the run again and it runs. Every action is
+/// in the events with its signer and outcome.
+#[tokio::test]
+async fn a_command_on_a_run_that_moved_is_refused_and_a_skip_can_be_undone() {
+    let p = plan(&[(SERVE, "")]);
+    let once = std::sync::atomic::AtomicBool::new(false);
+    let signed = |by: &str, saw: Option<RunState>, command: Command| Command::Signed {
+        by: by.into(),
+        saw,
+        command: Box::new(command),
+    };
+    let (_, st, events) = drive(p, 1, false, move |env, tx| {
+        if matches!(env.event, Event::SweepStarted { .. })
+            && !once.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            // With one GPU the second run waits, queued, for the first.
+            let run = RunId(1);
+            tx.send(signed(
+                "ana@tui:1",
+                Some(RunState::Queued),
+                Command::Skip { run },
+            ))
+            .unwrap();
+            tx.send(signed(
+                "bo@tui:2",
+                Some(RunState::Queued),
+                Command::Retry { run },
+            ))
+            .unwrap();
+            tx.send(signed("ana@tui:1", None, Command::Unskip { run }))
+                .unwrap();
+            // Undoing again: the run is no longer the skipped run.
+            tx.send(signed("ana@tui:1", None, Command::Unskip { run }))
+                .unwrap();
+        }
+    })
+    .await;
+    let ops: Vec<(String, String, String)> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Operator {
+                command,
+                by,
+                outcome,
+            } => Some((
+                by.clone().unwrap_or_default(),
+                command.describe(),
+                outcome.clone().unwrap_or_default(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ops.len(), 4, "{ops:?}");
+    assert_eq!(
+        ops[0],
+        ("ana@tui:1".into(), "skip #1".into(), "done".into())
+    );
+    assert_eq!(ops[1].0, "bo@tui:2");
+    assert!(
+        ops[1]
+            .2
+            .starts_with("refused: #1 was just skipped by ana@tui:1"),
+        "{ops:?}"
+    );
+    assert_eq!(ops[2].2, "done", "{ops:?}");
+    assert!(ops[3].2.starts_with("refused"), "a second undo: {ops:?}");
+    // The undone skip ran: both runs succeeded, each once.
+    assert!(
+        st.runs.iter().all(|r| r.state
+            == RunState::Finished {
+                outcome: Outcome::Success
+            }),
+        "{:?}",
+        st.runs
+    );
+    let lines: Vec<String> = nightshift::report::activity::log(&events, &|r| format!("k{}", r.0))
+        .iter()
+        .map(nightshift::report::activity::line)
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("bo@tui:2  retry k1 — refused")),
+        "{lines:#?}"
+    );
+}

@@ -201,6 +201,11 @@ pub fn send_command(store: &Path, command: crate::event::Command) -> Result<(), 
         Ok(other) => return Err(format!("unexpected answer {other:?}")),
         Err(e) => return Err(format!("nightshift: the daemon's answer: {e}")),
     }
+    let command = crate::event::Command::Signed {
+        by: crate::event::signer("cli"),
+        saw: None,
+        command: Box::new(command),
+    };
     s.write_all(protocol::line(&ClientMsg::Command { command }).as_bytes())
         .map_err(|e| format!("nightshift: writing to the daemon: {e}"))?;
     // Closing our side: the daemon reads the command, then the end.

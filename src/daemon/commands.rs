@@ -266,11 +266,27 @@ pub fn show_for(store: &Store, what: &str, json: bool) -> Result<String, (i32, S
         ));
     }
     let groups = super::results::groups_of(store);
-    Ok(if json {
-        show::render_json_in(&sel, &groups)
-    } else {
-        show::render_in(&sel, &groups)
-    })
+    if json {
+        return Ok(show::render_json_in(&sel, &groups));
+    }
+    let mut text = show::render_in(&sel, &groups);
+    // Who acted on these runs, and what the policy decided for them.
+    let keys: std::collections::HashSet<&str> = sel.iter().map(|d| d.info.key.as_str()).collect();
+    let mine: Vec<_> = store
+        .activity()
+        .into_iter()
+        .filter(|e| e.what.split_whitespace().any(|w| keys.contains(w)))
+        .collect();
+    if !mine.is_empty() {
+        text.push_str("activity (UTC):\n");
+        for e in &mine {
+            text.push_str(&format!(
+                "  {}\n",
+                crate::sanitize::terminal(&crate::report::activity::line(e))
+            ));
+        }
+    }
+    Ok(text)
 }
 
 /// `results --group ID`: one failure group and its runs.
@@ -330,7 +346,8 @@ pub fn digest_for(store: &Store, format: &str) -> Result<String, (i32, String)> 
     // Judged as `results` judges by default, with the box's calibration.
     let mut opts = report::Options::of(report::Judge::default());
     opts.calibration = store.calibration();
-    let d = crate::digest::build(name, &docs, &opts, crate::event::now_ms());
+    let mut d = crate::digest::build(name, &docs, &opts, crate::event::now_ms());
+    d.activity = store.activity();
     match format {
         "md" => Ok(crate::digest::markdown(&d)),
         "html" => Ok(crate::digest::html::render(&d)),

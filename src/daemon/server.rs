@@ -522,15 +522,20 @@ async fn attached(
             },
             line = lines.next() => match line {
                 Some(Ok(l)) => {
-                    match serde_json::from_str(&l) {
-                        // "Stop the sweep" from a client is the daemon's to carry out.
-                        Ok(ClientMsg::Command { command: Command::Shutdown }) => hub.stop(true),
-                        // The disk watch's own command is not a client's to send.
-                        Ok(ClientMsg::Command { command: Command::DiskSpace { .. } }) => {}
-                        Ok(ClientMsg::Command { command }) => {
-                            let _ = hub.cmds.send(command);
+                    if let Ok(ClientMsg::Command { command }) = serde_json::from_str(&l) {
+                        let inner = match &command {
+                            Command::Signed { command, .. } => command.as_ref(),
+                            c => c,
+                        };
+                        match inner {
+                            // "Stop the sweep" from a client is the daemon's to carry out.
+                            Command::Shutdown => hub.stop(true),
+                            // The disk watch's own command is not a client's to send.
+                            Command::DiskSpace { .. } => {}
+                            _ => {
+                                let _ = hub.cmds.send(command);
+                            }
                         }
-                        _ => {}
                     }
                 }
                 // A line past the limit, or a read error: this client is done.

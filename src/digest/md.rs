@@ -147,5 +147,18 @@ pub fn markdown(d: &Digest) -> String {
     for (k, h) in &d.gpu_hours {
         let _ = writeln!(o, "- {k}: {h:.2}");
     }
+    if !d.activity.is_empty() {
+        let _ = writeln!(o, "\n## Activity ({}; times UTC)\n", d.activity.len());
+        for e in &d.activity {
+            let _ = writeln!(
+                o,
+                "- {} `{}` {} — {}",
+                crate::report::activity::clock(e.at_ms),
+                terminal(&e.source),
+                terminal(&e.what),
+                terminal(&e.outcome)
+            );
+        }
+    }
     o
 }

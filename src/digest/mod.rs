@@ -65,6 +65,9 @@ pub struct Digest {
     /// GPU-hours spent per attempt outcome (an interrupted attempt is `interrupted`).
     pub gpu_hours: BTreeMap<String, f64>,
     pub waiting: Vec<Waiting>,
+    /// Who did what in the night, and what the policy decided on its own (oldest first;
+    /// filled from the store's event log, empty when built from documents alone).
+    pub activity: Vec<crate::report::activity::Entry>,
 }
 
 /// A run's state as one word for the counts.
@@ -204,6 +207,7 @@ pub fn build(sweep: &str, docs: &[&RunDoc], opts: &report::Options, now_ms: u64)
         fixes,
         gpu_hours,
         waiting,
+        activity: Vec::new(),
     }
 }
 

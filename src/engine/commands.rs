@@ -2,11 +2,102 @@
 
 use super::*;
 
+/// A run's state in one word, for a refusal the operator reads at a glance.
+fn word(s: &RunState) -> String {
+    match s {
+        RunState::Queued => "queued".into(),
+        RunState::Active { stage } => format!("running ({stage})"),
+        RunState::Held { category } => format!("held ({category})"),
+        RunState::Finished { outcome } => outcome.status().into(),
+    }
+}
+
+/// The reason an operator's skip carries (an undo is only for these).
+const SKIPPED_BY_OPERATOR: &str = "skipped by the operator";
+
 impl Engine {
     pub(super) fn on_command(&mut self, cmd: Command) -> anyhow::Result<()> {
+        let (by, saw, cmd) = match cmd {
+            Command::Signed { by, saw, command } => (Some(by), saw, *command),
+            c => (None, None, c),
+        };
+        let outcome = match self.refusal(&cmd, saw.as_ref(), by.as_deref()) {
+            Some(why) => format!("refused: {why}"),
+            None => "done".to_string(),
+        };
+        let refused = outcome != "done";
         self.emit(Event::Operator {
             command: cmd.clone(),
+            by: by.clone(),
+            outcome: Some(outcome),
         })?;
+        if refused {
+            return Ok(());
+        }
+        if let (Some(run), Some(who)) = (cmd.run(), &by) {
+            self.acted.insert(run, who.clone());
+        }
+        self.carry_out(cmd)
+    }
+
+    /// Why `cmd` is not carried out, if it is not: the run moved since the client saw it
+    /// (another client, or the policy), or the command has nothing to act on.
+    fn refusal(&self, cmd: &Command, saw: Option<&RunState>, by: Option<&str>) -> Option<String> {
+        if matches!(cmd, Command::Signed { .. }) {
+            return Some("a signed command inside a signed command".into());
+        }
+        let run = cmd.run()?;
+        if run.0 as usize >= self.state.runs.len() {
+            return Some(format!("there is no run {run}"));
+        }
+        let now = &self.state.run(run).state;
+        if let Some(saw) = saw {
+            if saw != now {
+                let who = match self.acted.get(&run) {
+                    Some(w) if Some(w.as_str()) != by => format!(" by {w}"),
+                    Some(_) => String::new(),
+                    None => " by the policy".into(),
+                };
+                return Some(format!(
+                    "{run} was just {}{who} (it was {} when you acted); look again and act on it as it is now",
+                    word(now),
+                    word(saw)
+                ));
+            }
+        }
+        let nothing = |what: &str| Some(format!("{run} is {now}: nothing to {what}"));
+        match cmd {
+            Command::Retry { .. } | Command::ApplyFix { .. }
+                if !matches!(now, RunState::Held { .. } | RunState::Finished { .. }) =>
+            {
+                nothing("retry")
+            }
+            Command::Skip { .. } => {
+                let to = RunState::Finished {
+                    outcome: Outcome::Skipped {
+                        reason: String::new(),
+                    },
+                };
+                crate::model::transition(now, &to)
+                    .is_err()
+                    .then(|| format!("{run} is {now}: nothing to skip"))
+            }
+            Command::Unskip { .. } => match now {
+                RunState::Finished {
+                    outcome: Outcome::Skipped { reason },
+                } if reason.starts_with(SKIPPED_BY_OPERATOR) => None,
+                _ => Some(format!(
+                    "{run} is {now}, no longer a run the operator skipped: nothing to undo"
+                )),
+            },
+            Command::Cancel { .. } if !now.is_active() && *now != RunState::Queued => {
+                nothing("cancel")
+            }
+            _ => None,
+        }
+    }
+
+    fn carry_out(&mut self, cmd: Command) -> anyhow::Result<()> {
         match cmd {
             Command::Retry { run } => self.requeue(run, None)?,
             Command::ApplyFix { run, recipe } => {
@@ -21,7 +112,11 @@ impl Engine {
                     self.requeue(run, Some(r))?;
                 }
             }
-            Command::Skip { run } => self.skip(run, "skipped by the operator")?,
+            Command::Skip { run } => self.skip(run, SKIPPED_BY_OPERATOR)?,
+            Command::Unskip { run } => {
+                self.not_before.remove(&run);
+                self.set_state(run, RunState::Queued, Some("operator: skip undone".into()))?;
+            }
             Command::SkipCategory { category } => {
                 let ids: Vec<RunId> = (0..self.state.runs.len() as u32).map(RunId).collect();
                 for id in ids {
@@ -37,7 +132,7 @@ impl Engine {
                         _ => false,
                     };
                     if matches {
-                        self.skip(id, &format!("skipped by the operator: all {category}"))?;
+                        self.skip(id, &format!("{SKIPPED_BY_OPERATOR}: all {category}"))?;
                     }
                 }
             }
@@ -91,7 +186,7 @@ impl Engine {
                     )?;
                 }
             }
-            Command::Shutdown => {}
+            Command::Shutdown | Command::Signed { .. } => {}
         }
         Ok(())
     }

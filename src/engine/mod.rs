@@ -128,6 +128,9 @@ pub struct Engine {
     clients: Option<Arc<std::sync::atomic::AtomicUsize>>,
     /// Held unknown failures: when their wait ends, for which attempt.
     held_until: HashMap<RunId, (Instant, u32)>,
+    /// Who last acted on each run (an operator command's signer), to name them when
+    /// another client's command on the run is refused.
+    acted: HashMap<RunId, String>,
 }
 
 /// Where operators send commands to a running engine.
@@ -145,6 +148,7 @@ impl Engine {
         let recipes = Arc::new(RecipeBook::builtin());
         let engine = Engine {
             decisions: Arc::default(),
+            acted: HashMap::new(),
             pool: GpuPool::new(opts.gpus),
             plan,
             runtime,

@@ -3,6 +3,7 @@
 //! comparability ([`comparable`]), and a summary like the seed reports'. Pure: docs
 //! in, report out; [`render`] turns it into text.
 
+pub mod activity;
 pub mod cause;
 pub mod chart;
 pub mod comparable;

@@ -403,6 +403,20 @@ impl Store {
             .unwrap_or_default()
     }
 
+    /// The activity log (`report::activity`) from the event log, runs named by their key.
+    pub fn activity(&self) -> Vec<crate::report::activity::Entry> {
+        let Ok(events) = self.events() else {
+            return Vec::new();
+        };
+        events
+            .iter()
+            .filter_map(|(_, s)| {
+                let key = |r: crate::model::RunId| s.key.clone().unwrap_or_else(|| r.to_string());
+                crate::report::activity::entry(&s.env, &key)
+            })
+            .collect()
+    }
+
     /// Each commit's benchmark invocation decided so far (`rewrite::decisions`), with the
     /// command it was decided for: commit → (command, invocation).
     pub fn invocations(&self) -> BTreeMap<String, (String, crate::rewrite::Invocation)> {

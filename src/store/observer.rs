@@ -113,6 +113,8 @@ impl Observer for StoreObserver {
             | Event::FixApplied { run, .. }
             | Event::Provenance { run, .. }
             | Event::Decided { run, .. } => Some(run.0 as usize),
+            // An operator's command on a run is that run's too (`show` lists it).
+            Event::Operator { command, .. } => command.run().map(|r| r.0 as usize),
             _ => None,
         };
         if run.is_some_and(|i| i >= self.keys.len()) {

@@ -249,6 +249,8 @@ pub fn prepare(
             at_ms: now_ms(),
             event: Event::Operator {
                 command: Command::Retry { run },
+                by: Some("resume".into()),
+                outcome: Some("done".into()),
             },
         })?;
         obs.on_event(&Envelope {

@@ -128,6 +128,10 @@ pub enum Popup {
     Confirm(Confirm),
     /// One decision for every run of a failure group (its id): skip, retry or fix all.
     Group(String),
+    /// The activity log, newest first.
+    Activity {
+        scroll: usize,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +174,9 @@ pub struct Hits {
     /// How far the help screen can scroll at its last drawn size.
     pub help_max: Cell<usize>,
 }
+
+/// Activity entries a client keeps (the store keeps them all).
+pub const ACTIVITY_KEPT: usize = 2000;
 
 pub struct App {
     pub plan: Arc<Plan>,
@@ -214,6 +221,11 @@ pub struct App {
     pub popup: Option<Popup>,
     pub input: Option<Input>,
     pub toast: Option<String>,
+    /// Operator actions (signed, with their outcome) and the policy's own decisions, oldest
+    /// first (the last [`ACTIVITY_KEPT`]).
+    pub activity: std::collections::VecDeque<crate::report::activity::Entry>,
+    /// This client's signature on the commands it sends (`ops@tui:4321`).
+    pub me: Option<String>,
     pub theme: Theme,
     /// The box's noise bands from `nightshift calibrate`, as the daemon's store holds them:
     /// the results view judges as `results` does.
@@ -344,6 +356,8 @@ impl App {
             popup: None,
             input: None,
             toast: None,
+            activity: Default::default(),
+            me: None,
             theme,
             calibration: Default::default(),
             learned: Default::default(),

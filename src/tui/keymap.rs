@@ -44,6 +44,8 @@ pub enum Action {
     Detach,
     NextProblem,
     PrevProblem,
+    Activity,
+    Undo,
 }
 
 impl Action {
@@ -196,6 +198,13 @@ impl Default for KeyMap {
                 ),
                 b(&[c('s')], Skip, run, "skip the selected run", Some("skip")),
                 b(
+                    &[c('u')],
+                    Undo,
+                    run,
+                    "undo the skip of the selected run (until it is re-run)",
+                    None,
+                ),
+                b(
                     &[c('S')],
                     SkipCategory,
                     run,
@@ -336,6 +345,13 @@ impl Default for KeyMap {
                     Some("cmd"),
                 ),
                 b(&[c('e')], Export, gen, "export results (CSV + JSON)", None),
+                b(
+                    &[c('A')],
+                    Activity,
+                    gen,
+                    "activity log: who did what, and what the policy decided",
+                    None,
+                ),
                 b(
                     &[c('d')],
                     Detach,

@@ -81,6 +81,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
         runtime,
     } = link;
     let mut app = App::new(plan.clone(), gpus, opts.theme.clone(), opts.keymap.clone());
+    app.me = Some(crate::event::signer("tui"));
     app.log_dir = opts.log_dir.clone();
     app.attached = matches!(owner, Owner::Attached);
     if let Some(r) = runtime {
@@ -175,7 +176,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
                             }
                             Effect::Send(cmd) => {
                                 app.toast = Some(format!("→ {}", cmd.describe()));
-                                let _ = cmds.send(cmd);
+                                let _ = cmds.send(sign(&app, cmd));
                             }
                             Effect::Pager(run) => open_pager(&mut guard, &mut app, run),
                             Effect::Export(path) => {
@@ -247,6 +248,23 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
         }
     }
     finish(guard, &app, sweep_err, false)
+}
+
+/// `cmd` signed by this client, with the state of its run as this screen showed it: the
+/// engine refuses it if the run has moved since (another client, the policy), and names who.
+fn sign(app: &App, cmd: Command) -> Command {
+    let Some(by) = app.me.clone() else {
+        return cmd;
+    };
+    let saw = cmd
+        .run()
+        .filter(|r| (r.0 as usize) < app.state.runs.len())
+        .map(|r| app.state.run(r).state.clone());
+    Command::Signed {
+        by,
+        saw,
+        command: Box::new(cmd),
+    }
 }
 
 fn finish(

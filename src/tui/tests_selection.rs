@@ -256,3 +256,72 @@ fn an_empty_filtered_list_says_no_runs_match() {
         "nothing selected, nothing skipped"
     );
 }
+
+/// The activity log (#25): an operator action signed by another client shows with its
+/// signer and outcome; this client's own refused action comes back as a prompt to look
+/// again; `A` opens the pane, `u` offers to undo an operator's skip and nothing else.
+#[test]
+fn the_activity_pane_names_who_did_what_and_asks_again_on_a_conflict() {
+    let mut app = scene();
+    app.me = Some("me@tui:1".into());
+    let mut f = Feed { seq: 10_000 };
+    let q = (0..app.state.runs.len() as u32)
+        .find(|i| app.state.run(RunId(*i)).state == RunState::Queued)
+        .expect("a queued run in the scene");
+    let done = (0..app.state.runs.len() as u32)
+        .find(|i| {
+            app.state.run(RunId(*i)).state
+                == RunState::Finished {
+                    outcome: Outcome::Success,
+                }
+        })
+        .expect("a finished run in the scene");
+    f.send(
+        &mut app,
+        200_000,
+        crate::event::Event::Operator {
+            command: Command::Skip { run: RunId(q) },
+            by: Some("ana@tui:77".into()),
+            outcome: Some("done".into()),
+        },
+    );
+    f.state(&mut app, 200_001, q, skipped());
+    f.send(
+        &mut app,
+        200_100,
+        crate::event::Event::Operator {
+            command: Command::Retry { run: RunId(q) },
+            by: Some("me@tui:1".into()),
+            outcome: Some("refused: #1 was just skipped by ana@tui:77".into()),
+        },
+    );
+    let toast = app.toast.clone().unwrap_or_default();
+    assert!(toast.contains("was just skipped by ana@tui:77"), "{toast}");
+    assert!(app.activity.len() >= 2, "{:?}", app.activity);
+    assert!(key(&mut app, 'A').is_empty());
+    assert!(matches!(app.popup, Some(Popup::Activity { .. })));
+    let screen = render(&app, 120, 36);
+    assert!(screen.contains("ana@tui:77"), "{screen}");
+    assert!(
+        screen.contains("you"),
+        "this client's own line says so:\n{screen}"
+    );
+    assert!(screen.contains("refused"), "{screen}");
+    key(&mut app, 'A');
+    assert!(app.popup.is_none());
+
+    // `u` on the skipped run: the undo; on a run nobody skipped: a word, no command.
+    assert_eq!(app.state.run(RunId(q)).state, skipped());
+    app.hits.shown.set(Some(RunId(q)));
+    assert_eq!(
+        key(&mut app, 'u'),
+        vec![Effect::Send(Command::Unskip { run: RunId(q) })]
+    );
+    app.hits.shown.set(Some(RunId(done)));
+    assert!(key(&mut app, 'u').is_empty());
+    assert!(app
+        .toast
+        .clone()
+        .unwrap_or_default()
+        .contains("not a run the operator skipped"));
+}

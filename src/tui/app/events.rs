@@ -6,6 +6,23 @@ use super::*;
 impl App {
     pub fn on_envelope(&mut self, env: &Envelope) {
         let _ = self.state.apply(env);
+        let plan = self.plan.clone();
+        let key = |r: RunId| {
+            plan.runs
+                .get(r.0 as usize)
+                .map_or_else(|| r.to_string(), |s| s.key.clone())
+        };
+        if let Some(e) = crate::report::activity::entry(env, &key) {
+            // Ours, refused: the run moved since this screen showed it; say so, and the
+            // operator acts again on it as it is now.
+            if e.refused() && self.me.as_deref() == Some(e.source.as_str()) {
+                self.toast = Some(format!("⚠ {}: {}", e.what, e.outcome));
+            }
+            if self.activity.len() >= ACTIVITY_KEPT {
+                self.activity.pop_front();
+            }
+            self.activity.push_back(e);
+        }
         match &env.event {
             Event::SweepStarted { runtime, gpus, .. } => {
                 self.runtime = runtime.clone();

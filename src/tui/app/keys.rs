@@ -118,6 +118,20 @@ impl App {
             }
             return vec![];
         }
+        if let Some(Popup::Activity { scroll }) = &mut self.popup {
+            let max = self.activity.len().saturating_sub(1);
+            match action {
+                Action::Down => *scroll = (*scroll + 1).min(max),
+                Action::PageDown => *scroll = (*scroll + 10).min(max),
+                Action::Bottom => *scroll = max,
+                Action::Up => *scroll = scroll.saturating_sub(1),
+                Action::PageUp => *scroll = scroll.saturating_sub(10),
+                Action::Top => *scroll = 0,
+                Action::Quit | Action::Back | Action::Activity | Action::Enter => self.popup = None,
+                _ => {}
+            }
+            return vec![];
+        }
         if matches!(self.popup, Some(Popup::Detail(_))) {
             match action {
                 Action::Quit | Action::Back | Action::Enter => {
@@ -262,6 +276,21 @@ impl App {
             Action::Skip => {
                 if let Some(r) = run {
                     return vec![Effect::Send(Command::Skip { run: r })];
+                }
+            }
+            Action::Activity => self.popup = Some(Popup::Activity { scroll: 0 }),
+            Action::Undo => {
+                if let Some(r) = run {
+                    let skipped = matches!(
+                        &self.state.run(r).state,
+                        RunState::Finished {
+                            outcome: crate::model::Outcome::Skipped { reason }
+                        } if reason.starts_with("skipped by the operator")
+                    );
+                    if skipped {
+                        return vec![Effect::Send(Command::Unskip { run: r })];
+                    }
+                    self.toast = Some(format!("{r} is not a run the operator skipped"));
                 }
             }
             Action::SkipCategory => {

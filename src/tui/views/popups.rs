@@ -29,7 +29,67 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Some(Popup::Detail(run)) => detail(f, app, area, *run),
         Some(Popup::Confirm(c)) => confirm(f, app, area, c),
         Some(Popup::Group(id)) => group(f, app, area, id),
+        Some(Popup::Activity { scroll }) => activity(f, app, area, *scroll),
     }
+}
+
+/// The activity log, newest first: time, who (a client, the policy), what, what came of it.
+fn activity(f: &mut Frame, app: &App, area: Rect, scroll: usize) {
+    let t = &app.theme;
+    let r = centered(
+        area,
+        area.width.saturating_sub(4).min(120),
+        area.height.saturating_sub(2),
+    );
+    let rows = r.height.saturating_sub(2) as usize;
+    let mut lines: Vec<Line> = app
+        .activity
+        .iter()
+        .rev()
+        .skip(scroll)
+        .take(rows)
+        .map(|e| {
+            let mine = app.me.as_deref() == Some(e.source.as_str());
+            Line::from(vec![
+                Span::styled(
+                    format!("{} ", crate::report::activity::clock(e.at_ms)),
+                    t.dim(),
+                ),
+                Span::styled(
+                    format!("{:<18} ", if mine { "you" } else { e.source.as_str() }),
+                    if e.source == "policy" {
+                        t.dim()
+                    } else {
+                        t.text()
+                    },
+                ),
+                Span::styled(e.what.clone(), t.text()),
+                Span::styled(
+                    format!(" — {}", e.outcome),
+                    if e.refused() {
+                        ratatui::style::Style::default().fg(t.warn)
+                    } else {
+                        t.dim()
+                    },
+                ),
+            ])
+        })
+        .collect();
+    if lines.is_empty() {
+        lines.push(Line::from(Span::styled(
+            "nothing yet: operator actions and the policy's decisions appear here",
+            t.dim(),
+        )));
+    }
+    let title = format!(
+        " activity ({}; newest first, times UTC) · j/k scroll · A/Esc close ",
+        app.activity.len()
+    );
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(super::block(app, title, true)),
+        r,
+    );
 }
 
 /// One decision for a failure group: what it is (count, first line, models, vLLM
