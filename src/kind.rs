@@ -41,6 +41,16 @@ impl BenchKind {
             BenchKind::PrefixCaching | BenchKind::Unknown => None,
         }
     }
+    /// How long one attempt of this kind typically takes on a real box, from container to
+    /// result: a served benchmark 12–25 minutes, an offline one 6–15 (the middle of each).
+    /// What the ETA leans on for a model nothing of which has run yet.
+    pub fn typical_secs(self) -> u64 {
+        match self {
+            BenchKind::Serving => 1110,
+            BenchKind::Throughput | BenchKind::Latency | BenchKind::PrefixCaching => 630,
+            BenchKind::Unknown => 900,
+        }
+    }
     /// A kind named in a plan or a command; `unknown` is not one.
     pub fn parse(s: &str) -> Option<BenchKind> {
         match s {

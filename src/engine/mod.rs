@@ -616,23 +616,7 @@ impl Engine {
         if self.window.is_some() {
             return HashMap::new();
         }
-        let typical = self.runtime.typical_run().as_secs_f64().max(1.0);
-        let mut loads: std::collections::BTreeMap<usize, crate::night::order::Load> =
-            Default::default();
-        for spec in self.plan.runs.iter().filter(|r| r.skip_reason.is_none()) {
-            let l = loads
-                .entry(spec.commit)
-                .or_insert(crate::night::order::Load {
-                    commit: spec.commit,
-                    gpus: 0,
-                    gpu_secs: 0.0,
-                    build_secs: 0.0,
-                });
-            l.gpus = l.gpus.max(spec.gpus);
-            l.gpu_secs += spec.gpus.max(1) as f64 * typical;
-        }
-        let loads: Vec<_> = loads.into_values().collect();
-        crate::night::order::ranks(&loads, self.opts.gpus.max(1), 2, 0.0)
+        crate::night::order::plan_ranks(&self.plan, self.opts.gpus)
             .into_iter()
             .collect()
     }

@@ -18,7 +18,15 @@ pub struct Need {
     pub order: (usize, u8),
     /// Some variant of its commit has started (it goes before commits not started).
     pub commit_started: bool,
+    /// How long a run of its kind typically takes on this runtime (ms; 0: no idea): what
+    /// an unseen group's length leans towards while few groups have ended. Early in a
+    /// night only the big commits have run, and one or two groups' lengths say little
+    /// about the rest.
+    pub prior_ms: u64,
 }
+
+/// How many groups' worth of evidence the prior counts for.
+const PRIOR_WEIGHT: u64 = 4;
 
 /// Where a run is now.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,7 +52,7 @@ pub struct Eta {
 /// The estimate for `runs` on `gpus` GPUs; `None` until some run has ended with a length.
 pub fn estimate(runs: &[(Need, Now)], gpus: u32) -> Option<Eta> {
     let lengths = Lengths::learn(runs)?;
-    let at = |q: usize| replay(runs, gpus, &|g: &str| lengths.get(g, q));
+    let at = |q: usize| replay(runs, gpus, &|n: &Need| lengths.get(n, q));
     Some(Eta {
         left_ms: at(1),
         low_ms: at(0),
@@ -56,6 +64,9 @@ pub fn estimate(runs: &[(Need, Now)], gpus: u32) -> Option<Eta> {
 struct Lengths {
     by_group: BTreeMap<String, [u64; 3]>,
     all: [u64; 3],
+    /// The groups' medians, summed, and how many groups.
+    medians_sum: u64,
+    groups: u64,
 }
 
 fn quartiles(v: &mut [u64]) -> [u64; 3] {
@@ -92,12 +103,31 @@ impl Lengths {
             mid,
             mid + spread[2].saturating_sub(spread[1]),
         ];
-        Some(Lengths { by_group, all })
+        Some(Lengths {
+            medians_sum: medians.iter().sum(),
+            groups: medians.len() as u64,
+            by_group,
+            all,
+        })
     }
 
-    /// A group's quartile `q` (0, 1, 2); a group not seen yet takes the night's.
-    fn get(&self, group: &str, q: usize) -> u64 {
-        self.by_group.get(group).unwrap_or(&self.all)[q].max(1)
+    /// A run's quartile `q` (0, 1, 2): its group's; for a group not seen yet, the night's
+    /// (the groups' mean, leaning on the run's prior while few groups have ended).
+    fn get(&self, n: &Need, q: usize) -> u64 {
+        if let Some(g) = self.by_group.get(&n.group) {
+            return g[q].max(1);
+        }
+        if n.prior_ms == 0 {
+            return self.all[q].max(1);
+        }
+        let mid = (self.medians_sum + PRIOR_WEIGHT * n.prior_ms) / (self.groups + PRIOR_WEIGHT);
+        let half = |a: u64, b: u64| b.saturating_sub(a);
+        match q {
+            0 => mid.saturating_sub(half(self.all[0], self.all[1])),
+            1 => mid,
+            _ => mid + half(self.all[1], self.all[2]),
+        }
+        .max(1)
     }
 }
 
@@ -105,7 +135,7 @@ impl Lengths {
 type Order = (bool, usize, u8);
 
 /// The replay: when the last run ends, from now, with `len` per group.
-fn replay(runs: &[(Need, Now)], gpus: u32, len: &dyn Fn(&str) -> u64) -> u64 {
+fn replay(runs: &[(Need, Now)], gpus: u32, len: &dyn Fn(&Need) -> u64) -> u64 {
     let mut free = gpus;
     // Runs in flight end at (time, gpus).
     let mut ends: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::new();
@@ -115,7 +145,7 @@ fn replay(runs: &[(Need, Now)], gpus: u32, len: &dyn Fn(&str) -> u64) -> u64 {
     for (n, now) in runs {
         match now {
             Now::Active { elapsed_ms } => {
-                let l = len(&n.group);
+                let l = len(n);
                 // Past its expected length it still needs a little: it has not ended.
                 let left = l.saturating_sub(*elapsed_ms).max(l / 5).max(1);
                 free = free.saturating_sub(n.gpus);
@@ -123,7 +153,7 @@ fn replay(runs: &[(Need, Now)], gpus: u32, len: &dyn Fn(&str) -> u64) -> u64 {
             }
             Now::Queued if n.gpus <= gpus => {
                 let key = (!n.commit_started, n.order.0, n.order.1);
-                queued.push((key, n.gpus, len(&n.group)));
+                queued.push((key, n.gpus, len(n)));
             }
             _ => {}
         }
@@ -192,6 +222,7 @@ mod tests {
             group: group.into(),
             order: (commit, 0),
             commit_started: false,
+            prior_ms: 0,
         }
     }
 
@@ -242,5 +273,29 @@ mod tests {
         )
         .unwrap();
         assert_eq!(unseen.left_ms, 50);
+    }
+
+    #[test]
+    fn an_unseen_group_leans_on_its_kinds_typical_length_while_few_groups_have_ended() {
+        let mut unseen = need(1, "new", 1);
+        unseen.prior_ms = 1000;
+        let runs = [
+            (need(1, "fast", 0), Now::Done { took_ms: Some(50) }),
+            (unseen.clone(), Now::Queued),
+        ];
+        // One group seen (50) against the prior (1000) counted as four groups.
+        assert_eq!(estimate(&runs, 1).unwrap().left_ms, (50 + 4 * 1000) / 5);
+        // Many groups seen: their lengths outweigh it.
+        let mut many: Vec<(Need, Now)> = (0..40)
+            .map(|i| {
+                (
+                    need(1, &format!("g{i}"), i),
+                    Now::Done { took_ms: Some(100) },
+                )
+            })
+            .collect();
+        many.push((unseen, Now::Queued));
+        let left = estimate(&many, 1).unwrap().left_ms;
+        assert!((100..=200).contains(&left), "{left}");
     }
 }

@@ -109,6 +109,25 @@ pub fn key(
     (!started, rank, variant_order, index)
 }
 
+/// The engine's rank of each commit of `plan` on a box of `gpus` (no builds known yet; a
+/// run's length is the same guess for all, so only GPUs and run counts weigh): what the
+/// scheduler sorts by, and what the ETA's replay must sort by too.
+pub fn plan_ranks(plan: &crate::plan::Plan, gpus: u32) -> BTreeMap<usize, usize> {
+    let mut loads: BTreeMap<usize, Load> = BTreeMap::new();
+    for spec in plan.runs.iter().filter(|r| r.skip_reason.is_none()) {
+        let l = loads.entry(spec.commit).or_insert(Load {
+            commit: spec.commit,
+            gpus: 0,
+            gpu_secs: 0.0,
+            build_secs: 0.0,
+        });
+        l.gpus = l.gpus.max(spec.gpus);
+        l.gpu_secs += spec.gpus.max(1) as f64;
+    }
+    let loads: Vec<Load> = loads.into_values().collect();
+    ranks(&loads, gpus.max(1), 2, 0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

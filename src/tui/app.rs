@@ -519,6 +519,12 @@ impl App {
             .filter(|(r, _)| r.started_ms.is_some())
             .map(|(_, s)| s.commit)
             .collect();
+        // The engine's order of commits (plan order under a window): the replay starts
+        // runs as the scheduler will.
+        let ranks = match self.window_closes_ms {
+            Some(_) => Default::default(),
+            None => crate::night::order::plan_ranks(&self.plan, self.gpus_total),
+        };
         self.state
             .runs
             .iter()
@@ -528,7 +534,16 @@ impl App {
                 let need = Need {
                     gpus: spec.gpus.max(1),
                     group: format!("{}|{}", c.model.as_deref().unwrap_or("?"), c.needs_server()),
-                    order: (spec.commit, spec.order),
+                    order: (
+                        ranks.get(&spec.commit).copied().unwrap_or(spec.commit),
+                        spec.order,
+                    ),
+                    // The sim's runs are as long as its speed makes them: no prior there.
+                    prior_ms: if self.runtime == "sim" {
+                        0
+                    } else {
+                        c.kind().unwrap_or_default().typical_secs() * 1000
+                    },
                     commit_started: started.contains(&spec.commit),
                 };
                 let now = match r.state {
