@@ -602,7 +602,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Whether run `i`'s model is one the breaker stopped.
     /// A commit's place in the queue.
     fn rank(&self, commit: usize) -> usize {
         self.ranks.get(&commit).copied().unwrap_or(commit)
@@ -610,15 +609,16 @@ impl Engine {
 
     /// The night's order, as `bench night` plays it: commits needing many GPUs first (the
     /// box is empty at dusk; later, an 8-GPU run waits for the last 1-GPU run while up to
-    /// seven GPUs idle), then the rest longest first. With a window, plan order: there the
-    /// operator's order decides what fits.
+    /// seven GPUs idle), then the rest longest first — within the operator's priorities.
+    /// With a window, the most wanted and cheapest commits first, so what does not fit is
+    /// the least wanted.
     fn commit_ranks(&self) -> HashMap<usize, usize> {
-        if self.window.is_some() {
-            return HashMap::new();
-        }
-        crate::night::order::plan_ranks(&self.plan, self.opts.gpus)
-            .into_iter()
-            .collect()
+        let ranks = if self.window.is_some() {
+            crate::night::order::window_ranks(&self.plan)
+        } else {
+            crate::night::order::plan_ranks(&self.plan, self.opts.gpus)
+        };
+        ranks.into_iter().collect()
     }
 
     /// May queued run `i` start now, as far as the window is concerned?

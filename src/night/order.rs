@@ -109,23 +109,61 @@ pub fn key(
     (!started, rank, variant_order, index)
 }
 
-/// The engine's rank of each commit of `plan` on a box of `gpus` (no builds known yet; a
-/// run's length is the same guess for all, so only GPUs and run counts weigh): what the
-/// scheduler sorts by, and what the ETA's replay must sort by too.
-pub fn plan_ranks(plan: &crate::plan::Plan, gpus: u32) -> BTreeMap<usize, usize> {
-    let mut loads: BTreeMap<usize, Load> = BTreeMap::new();
+/// Each commit's load in `plan`, with its operator priority (no builds known yet; a run's
+/// length is the same guess for all, so only GPUs and run counts weigh).
+fn loads_of(plan: &crate::plan::Plan) -> Vec<(i32, Load)> {
+    let mut loads: BTreeMap<usize, (i32, Load)> = BTreeMap::new();
     for spec in plan.runs.iter().filter(|r| r.skip_reason.is_none()) {
-        let l = loads.entry(spec.commit).or_insert(Load {
-            commit: spec.commit,
-            gpus: 0,
-            gpu_secs: 0.0,
-            build_secs: 0.0,
+        let (_, l) = loads.entry(spec.commit).or_insert_with(|| {
+            (
+                plan.commits[spec.commit].priority,
+                Load {
+                    commit: spec.commit,
+                    gpus: 0,
+                    gpu_secs: 0.0,
+                    build_secs: 0.0,
+                },
+            )
         });
         l.gpus = l.gpus.max(spec.gpus);
         l.gpu_secs += spec.gpus.max(1) as f64;
     }
-    let loads: Vec<Load> = loads.into_values().collect();
-    ranks(&loads, gpus.max(1), 2, 0.0)
+    loads.into_values().collect()
+}
+
+/// The engine's rank of each commit of `plan` on a box of `gpus`: the operator's priority
+/// first (higher earlier), then [`ranks`] within each priority. What the scheduler sorts
+/// by, and what the ETA's replay sorts by too.
+pub fn plan_ranks(plan: &crate::plan::Plan, gpus: u32) -> BTreeMap<usize, usize> {
+    let mut tiers: BTreeMap<std::cmp::Reverse<i32>, Vec<Load>> = BTreeMap::new();
+    for (p, l) in loads_of(plan) {
+        tiers.entry(std::cmp::Reverse(p)).or_default().push(l);
+    }
+    let mut out = BTreeMap::new();
+    for loads in tiers.values() {
+        let base = out.len();
+        for (c, r) in ranks(loads, gpus.max(1), 2, 0.0) {
+            out.insert(c, base + r);
+        }
+    }
+    out
+}
+
+/// Under a window, the order that finishes the most wanted commits: the operator's
+/// priority first, then the cheapest (fewest GPU-runs), then plan order — so what does not
+/// fit is the least wanted and the most expensive, and every commit started can finish.
+pub fn window_ranks(plan: &crate::plan::Plan) -> BTreeMap<usize, usize> {
+    let mut loads = loads_of(plan);
+    loads.sort_by(|(pa, a), (pb, b)| {
+        pb.cmp(pa)
+            .then(a.gpu_secs.total_cmp(&b.gpu_secs))
+            .then(a.commit.cmp(&b.commit))
+    });
+    loads
+        .into_iter()
+        .enumerate()
+        .map(|(r, (_, l))| (l.commit, r))
+        .collect()
 }
 
 #[cfg(test)]
@@ -169,5 +207,40 @@ mod tests {
         let r = ranks(&loads, 8, 2, 0.0);
         // 2700 s of builds = 27 commits of 100 s ahead of it.
         assert_eq!(r[&40], 27);
+    }
+    fn plan_with(commits: &[(u32, i32)]) -> crate::plan::Plan {
+        let mut t = String::from(
+            "schema_version = 1\nname = \"p\"\n[defaults]\nvariants = [\"baseline\", \"human\"]\n",
+        );
+        for (i, (gpus, prio)) in commits.iter().enumerate() {
+            t.push_str(&format!(
+                "[[commits]]\ncommit = \"{i:040x}\"\nparent = \"{:040x}\"\ngpu_config = \"H100:{gpus}\"\npriority = {prio}\nperf_command = '''python benchmarks/benchmark_throughput.py --model m/x --input-len 256 --output-len 256 -tp {gpus}'''\n",
+                i + 0x100
+            ));
+        }
+        let p = std::path::Path::new("p.toml");
+        crate::plan::Plan::from_str_at("p.toml", t, std::path::Path::new("."), p).unwrap()
+    }
+
+    #[test]
+    fn the_operators_priority_comes_first_then_the_nights_order() {
+        // Commit 2 is wanted most; among the rest the 8-GPU one goes first, as always.
+        let plan = plan_with(&[(1, 0), (8, 0), (1, 5), (1, 0)]);
+        assert_eq!(plan.commits[2].priority, 5);
+        let r = plan_ranks(&plan, 8);
+        assert_eq!(r[&2], 0, "{r:?}");
+        assert_eq!(r[&1], 1, "{r:?}");
+    }
+
+    #[test]
+    fn under_a_window_the_most_wanted_then_the_cheapest_go_first() {
+        let plan = plan_with(&[(8, 0), (1, 0), (2, 0), (8, 3)]);
+        let r = window_ranks(&plan);
+        // Priority first (even the dearest), then the cheapest, so what is left out is
+        // the least wanted and dearest.
+        assert_eq!(r[&3], 0, "{r:?}");
+        assert_eq!(r[&1], 1, "{r:?}");
+        assert_eq!(r[&2], 2, "{r:?}");
+        assert_eq!(r[&0], 3, "{r:?}");
     }
 }

@@ -299,6 +299,7 @@ impl Builder {
             skip: rc.skip,
             invalid,
             vllm_version: rc.vllm_version.clone(),
+            priority: rc.priority,
             invocation,
             invocation_problem,
             changes: None,

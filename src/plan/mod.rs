@@ -161,6 +161,8 @@ pub struct CommitSpec {
     pub skip: bool,
     pub invalid: Option<Invalid>,
     pub vllm_version: Option<String>,
+    /// The operator's priority (higher first; 0 by default).
+    pub priority: i32,
     pub sim: Option<SimSpec>,
     pub loc: Option<Loc>,
     /// How the command is made runnable, as far as the era tables tell before the night

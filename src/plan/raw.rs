@@ -128,6 +128,10 @@ pub struct RawCommit {
     pub variants: Option<Vec<String>>,
     /// nightshift extension: repeats for this commit only (default: `[defaults].repeats`).
     pub repeats: Option<u32>,
+    /// nightshift extension: how much the operator wants this commit tonight (higher runs
+    /// earlier; default 0). Under a window, what does not fit is the least wanted.
+    #[serde(default)]
+    pub priority: i32,
     /// nightshift extension, read only by the sim runtime: the outcome to reproduce.
     pub sim: Option<SimSpec>,
 }

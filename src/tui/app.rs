@@ -519,10 +519,9 @@ impl App {
             .filter(|(r, _)| r.started_ms.is_some())
             .map(|(_, s)| s.commit)
             .collect();
-        // The engine's order of commits (plan order under a window): the replay starts
-        // runs as the scheduler will.
+        // The engine's order of commits: the replay starts runs as the scheduler will.
         let ranks = match self.window_closes_ms {
-            Some(_) => Default::default(),
+            Some(_) => crate::night::order::window_ranks(&self.plan),
             None => crate::night::order::plan_ranks(&self.plan, self.gpus_total),
         };
         self.state
