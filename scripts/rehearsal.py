@@ -288,6 +288,10 @@ def main():
                     if r["variant"] == "baseline" and how in (r["provenance"].get("other") or {}).get("image_origin", "")}
         overlaid, built = made("derived by overlay"), made("built from source")
         line += f"; baselines derived: {len(overlaid | built)}/{len(leave_out)} ({len(overlaid)} overlay, {len(built)} built from source)"
+    dig = subprocess.run([ns, "digest", "--store", store], capture_output=True, text=True).stdout
+    idle = re.search(r"idle while runs waited: ([0-9.]+) GPU-minutes \(of ([0-9.]+)", dig)
+    if idle:
+        line += f"; GPUs idle while runs waited: {idle.group(1)} of {idle.group(2)} GPU-minutes"
     bad = len(complete) + len(named) + len(failed) != len(with_cmd)
     missed = [c for c in failed if why[c] in KNOWABLE]
     if missed:

@@ -348,6 +348,7 @@ pub fn digest_for(store: &Store, format: &str) -> Result<String, (i32, String)> 
     opts.calibration = store.calibration();
     let mut d = crate::digest::build(name, &docs, &opts, crate::event::now_ms());
     d.activity = store.activity();
+    d.idle = store.idle();
     match format {
         "md" => Ok(crate::digest::markdown(&d)),
         "html" => Ok(crate::digest::html::render(&d)),

@@ -241,6 +241,14 @@ pub fn render(d: &Digest) -> String {
         );
     }
     o.push_str("</table>");
+    if let Some(i) = &d.idle {
+        let _ = write!(
+            o,
+            "<p id=\"idle\">Idle while runs waited: {:.1} GPU-minutes (of {:.1} GPU-minutes the sweep ran).</p>",
+            i.waiting_minutes(),
+            i.total_minutes()
+        );
+    }
     if !d.activity.is_empty() {
         let _ = write!(
             o,

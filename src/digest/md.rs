@@ -147,6 +147,14 @@ pub fn markdown(d: &Digest) -> String {
     for (k, h) in &d.gpu_hours {
         let _ = writeln!(o, "- {k}: {h:.2}");
     }
+    if let Some(i) = &d.idle {
+        let _ = writeln!(
+            o,
+            "- idle while runs waited: {:.1} GPU-minutes (of {:.1} GPU-minutes the sweep ran)",
+            i.waiting_minutes(),
+            i.total_minutes()
+        );
+    }
     if !d.activity.is_empty() {
         let _ = writeln!(o, "\n## Activity ({}; times UTC)\n", d.activity.len());
         for e in &d.activity {

@@ -68,6 +68,8 @@ pub struct Digest {
     /// Who did what in the night, and what the policy decided on its own (oldest first;
     /// filled from the store's event log, empty when built from documents alone).
     pub activity: Vec<crate::report::activity::Entry>,
+    /// GPU time free while runs waited (from the event log; none when built from documents).
+    pub idle: Option<crate::report::idle::Idle>,
 }
 
 /// A run's state as one word for the counts.
@@ -208,6 +210,7 @@ pub fn build(sweep: &str, docs: &[&RunDoc], opts: &report::Options, now_ms: u64)
         gpu_hours,
         waiting,
         activity: Vec::new(),
+        idle: None,
     }
 }
 

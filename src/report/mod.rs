@@ -10,6 +10,7 @@ pub mod comparable;
 mod filter;
 pub mod groups;
 pub mod html;
+pub mod idle;
 pub mod render;
 pub mod share;
 pub mod show;

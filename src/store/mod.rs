@@ -403,6 +403,12 @@ impl Store {
             .unwrap_or_default()
     }
 
+    /// GPU time free while runs waited, over every life of the sweep (`report::idle`).
+    pub fn idle(&self) -> Option<crate::report::idle::Idle> {
+        let events = self.events().ok()?;
+        Some(crate::report::idle::of(events.iter().map(|(_, s)| &s.env)))
+    }
+
     /// The activity log (`report::activity`) from the event log, runs named by their key.
     pub fn activity(&self) -> Vec<crate::report::activity::Entry> {
         let Ok(events) = self.events() else {
