@@ -35,6 +35,8 @@ pub enum View {
     Sweep,
     Logs,
     Results,
+    /// One row per commit: the variants' medians and the comparisons' verdicts.
+    ThreeWay,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -289,6 +289,13 @@ impl Default for KeyMap {
                 b(&[c('2')], View(2), nav, "view: logs", None),
                 b(&[c('3')], View(3), nav, "view: results", None),
                 b(
+                    &[c('4')],
+                    View(4),
+                    nav,
+                    "view: 3-way (one row per commit, verdicts)",
+                    None,
+                ),
+                b(
                     &[k(K::Esc)],
                     Back,
                     nav,

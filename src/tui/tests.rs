@@ -275,6 +275,7 @@ fn sweep_view_sizes() {
     insta::assert_snapshot!("tiny_40x10", render(&app, 40, 10));
     insta::assert_snapshot!("sweep_100x30", render(&app, 100, 30));
     insta::assert_snapshot!("sweep_200x60", render(&app, 200, 60));
+    insta::assert_snapshot!("sweep_120x40", render(&app, 120, 40));
 }
 
 #[test]
@@ -338,6 +339,19 @@ fn logs_view_with_search_highlight() {
     key(&mut app, 'b');
     assert_eq!(app.log_tab, LogTab::Bench);
     insta::assert_snapshot!("logs_bench_tab_100x30", render(&app, 100, 30));
+}
+
+/// The 3-way view (`4`): a row per commit, numbers before words at 80×24, the weak
+/// verdicts said as such.
+#[test]
+fn three_way_view_at_each_size() {
+    let mut app = scene();
+    key(&mut app, '4');
+    for (w, h) in [(80, 24), (120, 40), (200, 60)] {
+        let s = render(&app, w, h);
+        assert!(s.contains("3-way"), "{w}×{h}:\n{s}");
+        insta::assert_snapshot!(format!("threeway_{w}x{h}"), s);
+    }
 }
 
 #[test]

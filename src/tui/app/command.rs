@@ -36,6 +36,7 @@ impl App {
             "sweep" | "1" => self.view = View::Sweep,
             "logs" | "2" => self.view = View::Logs,
             "results" | "3" => self.view = View::Results,
+            "3way" | "threeway" | "4" => self.view = View::ThreeWay,
             "theme" => match Theme::load(
                 &arg,
                 crate::tui::config::config_dir()

@@ -251,6 +251,7 @@ impl App {
                 self.view = match n {
                     2 => View::Logs,
                     3 => View::Results,
+                    4 => View::ThreeWay,
                     _ => View::Sweep,
                 }
             }

@@ -11,6 +11,7 @@ mod popups;
 mod queue;
 mod results;
 mod slurm;
+pub mod threeway;
 
 use super::app::{App, InputKind, Pane, View};
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -40,6 +41,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         View::Sweep => sweep(f, app, body),
         View::Logs => logs::draw(f, app, body, true),
         View::Results => results::draw(f, app, body),
+        View::ThreeWay => threeway::draw(f, app, body),
     }
     hint_bar(f, app, hint);
     popups::draw(f, app, area);
