@@ -733,7 +733,7 @@ fn results_chart_and_export_carry_the_statistics() {
     // The selected commit's comparison, worded, with its whisker chart and sparklines.
     assert!(s.contains("human vs baseline"), "{s}");
     // A single run each side, judged by the uncalibrated threshold: said so.
-    assert!(s.contains("better (uncal.): more tok/s 11.9%"), "{s}");
+    assert!(s.contains("better: more tok/s 11.9% unc."), "{s}");
     assert!(s.contains("baseline n=1"), "{s}");
     let csv = super::export::csv(&app);
     let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();

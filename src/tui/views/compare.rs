@@ -78,8 +78,8 @@ fn draw_chart(f: &mut Frame, app: &App, area: Rect, row: &CommitRow) {
         let verdict = c.verdict.map_or("flagged", |v| v.words());
         // A verdict that rests on little says so, as `results` does.
         let caveat = match c.method {
-            Some(crate::stats::Method::Uncalibrated) => " (uncal.)",
-            Some(crate::stats::Method::TooFewRepeats) => " (n=1)",
+            Some(crate::stats::Method::Uncalibrated) => " unc.",
+            Some(crate::stats::Method::TooFewRepeats) => " n=1",
             _ => "",
         };
         lines.push(Line::from(vec![Span::styled(
@@ -88,7 +88,7 @@ fn draw_chart(f: &mut Frame, app: &App, area: Rect, row: &CommitRow) {
         )]));
         lines.push(Line::from(Span::styled(
             fit(
-                &format!(" {verdict}{caveat}: {}", s.delta_label()),
+                &format!(" {verdict}: {}{caveat}", s.delta_label()),
                 lw.saturating_sub(1) as usize,
             ),
             style,
