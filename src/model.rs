@@ -264,6 +264,14 @@ pub fn transition(from: &RunState, to: &RunState) -> Result<(), IllegalTransitio
     }
 }
 
+/// The labels nightshift marks its containers with: how it finds a sweep's leftovers, and
+/// how the operator's shell (the TUI's `!`) finds a run's container.
+pub mod labels {
+    pub const LABEL_SWEEP: &str = "nightshift.sweep";
+    pub const LABEL_RUN: &str = "nightshift.run";
+    pub const LABEL_KEY: &str = "nightshift.key";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -152,6 +152,10 @@ pub struct Input {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     Send(Command),
+    /// A shell in the run's container, the TUI suspended meanwhile.
+    Shell(RunId),
+    /// Put this text on the terminal's clipboard (OSC 52).
+    Copy(String),
     Quit,
     /// Leave the daemon's sweep running.
     Detach,

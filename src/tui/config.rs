@@ -37,6 +37,14 @@ pub struct Config {
     pub datasets: BTreeMap<String, String>,
     /// This box's vLLM clone (a plan's `vllm_src` wins).
     pub vllm_src: Option<String>,
+    /// Ring the terminal's bell and name the held runs in its title when a run starts
+    /// waiting for the operator (default on).
+    #[serde(default = "default_bell")]
+    pub bell: bool,
+}
+
+fn default_bell() -> bool {
+    true
 }
 
 fn default_refresh() -> u64 {
@@ -55,6 +63,7 @@ impl Default for Config {
             keys: BTreeMap::new(),
             datasets: BTreeMap::new(),
             vllm_src: None,
+            bell: true,
         }
     }
 }

@@ -46,6 +46,8 @@ pub enum Action {
     PrevProblem,
     Activity,
     Undo,
+    Shell,
+    Copy,
 }
 
 impl Action {
@@ -237,6 +239,20 @@ impl Default for KeyMap {
                     OpenPager,
                     run,
                     "open the full log in $PAGER",
+                    None,
+                ),
+                b(
+                    &[c('!')],
+                    Shell,
+                    run,
+                    "a shell in the run's container (docker exec -it)",
+                    None,
+                ),
+                b(
+                    &[c('y')],
+                    Copy,
+                    run,
+                    "copy the run's command to the clipboard (OSC 52)",
                     None,
                 ),
                 b(&[c('j'), k(K::Down)], Down, nav, "down", None),

@@ -44,6 +44,8 @@ pub struct TuiOptions {
     pub calibration: crate::stats::Calibration,
     /// When the night's window closes (epoch ms), for the header.
     pub window_closes_ms: Option<u64>,
+    /// Bell and terminal title when runs start waiting for the operator.
+    pub bell: bool,
 }
 
 impl TuiOptions {
@@ -84,6 +86,7 @@ impl TuiOptions {
             initial_state: None,
             calibration: Default::default(),
             window_closes_ms: None,
+            bell: cfg.bell,
         })
     }
 }
@@ -227,4 +230,92 @@ fn open_pager(guard: &mut terminal::Guard, app: &mut App, run: crate::model::Run
     if let Err(e) = status {
         app.toast = Some(format!("could not run {prog}: {e}"));
     }
+}
+
+/// A shell in `run`'s container (`docker exec -it`, bash where the image has it), the TUI
+/// suspended meanwhile as lazydocker does; `exit` comes back. Only this machine's Docker:
+/// a run on a remote host or on the sim has no container here, and the toast says so.
+fn open_shell(guard: &mut terminal::Guard, app: &mut App, run: crate::model::RunId) {
+    use crate::model::labels::{LABEL_KEY, LABEL_SWEEP};
+    let key = app.plan.runs[run.0 as usize].key.clone();
+    if app.runtime == "sim" {
+        app.toast = Some("the sim runs no containers: no shell to open".into());
+        return;
+    }
+    let found = std::process::Command::new("docker")
+        .args(["ps", "-q", "--filter"])
+        .arg(format!("{LABEL_KEY}={key}"))
+        .arg("--filter")
+        .arg(format!("{LABEL_SWEEP}={}", app.plan.name))
+        .output();
+    let id = match found {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string(),
+        Ok(o) => {
+            app.toast = Some(format!(
+                "docker ps: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+            return;
+        }
+        Err(e) => {
+            app.toast = Some(format!("could not run docker: {e}"));
+            return;
+        }
+    };
+    if id.is_empty() {
+        app.toast = Some(format!(
+            "no container of {key} on this machine's Docker (a remote host's runs are not reachable from here)"
+        ));
+        return;
+    }
+    let status = guard.suspend(|| {
+        println!("nightshift: a shell in {key}'s container {id}; `exit` returns to the sweep");
+        std::process::Command::new("docker")
+            .args([
+                "exec",
+                "-it",
+                &id,
+                "sh",
+                "-c",
+                "command -v bash >/dev/null && exec bash || exec sh",
+            ])
+            .status()
+    });
+    if let Err(e) = status {
+        app.toast = Some(format!("docker exec: {e}"));
+    }
+}
+
+/// Put `text` on the clipboard of the terminal the TUI runs in — over ssh and tmux too
+/// (with `set-clipboard on`) — by OSC 52.
+fn copy_osc52(text: &str) {
+    use base64::Engine;
+    use std::io::Write;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(text);
+    let mut out = std::io::stdout();
+    let _ = write!(out, "\x1b]52;c;{b64}\x07");
+    let _ = out.flush();
+}
+
+/// A bell and the held count in the terminal's title when more runs wait for the
+/// operator than before: the screen may be in another tab at 3 a.m.
+pub(crate) fn announce_held(app: &App, before: usize, on: bool) {
+    use std::io::Write;
+    let held = app.state.counts().held;
+    if !on || held <= before {
+        return;
+    }
+    let mut out = std::io::stdout();
+    let title = format!("nightshift: {held} held · {}", app.plan.name);
+    let _ = crossterm::execute!(
+        out,
+        crossterm::terminal::SetTitle(crate::sanitize::terminal(&title))
+    );
+    let _ = out.write_all(b"\x07");
+    let _ = out.flush();
 }

@@ -152,6 +152,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
         let signal = std::future::pending::<()>();
         tokio::select! {
             Some(m) = rx.recv() => {
+                let held_before = app.state.counts().held;
                 take(&mut app, m);
                 // Take what is already there in one go; a flood must not starve keys.
                 for _ in 0..20_000 {
@@ -160,6 +161,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
                         Err(_) => break,
                     }
                 }
+                super::announce_held(&app, held_before, opts.bell);
                 dirty = true;
             }
             ev = input.next() => match ev {
@@ -179,6 +181,8 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
                                 let _ = cmds.send(sign(&app, cmd));
                             }
                             Effect::Pager(run) => open_pager(&mut guard, &mut app, run),
+                            Effect::Shell(run) => super::open_shell(&mut guard, &mut app, run),
+                            Effect::Copy(text) => super::copy_osc52(&text),
                             Effect::Export(path) => {
                                 app.toast = Some(match export::write(&app, path.as_deref()) {
                                     Ok((c, j)) => format!("exported {} and {}", c.display(), j.display()),

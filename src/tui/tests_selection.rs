@@ -325,3 +325,29 @@ fn the_activity_pane_names_who_did_what_and_asks_again_on_a_conflict() {
         .unwrap_or_default()
         .contains("not a run the operator skipped"));
 }
+
+/// `y` copies the selected run's command as written (OSC 52 in the loop); `!` opens a
+/// shell only in a running run's container.
+#[test]
+fn y_copies_the_command_and_the_shell_needs_a_running_container() {
+    let mut app = scene();
+    let active = (0..app.state.runs.len() as u32)
+        .find(|i| app.state.run(RunId(*i)).state.is_active())
+        .expect("a running run in the scene");
+    let queued = (0..app.state.runs.len() as u32)
+        .find(|i| app.state.run(RunId(*i)).state == RunState::Queued)
+        .unwrap();
+    app.hits.shown.set(Some(RunId(active)));
+    let spec = &app.plan.runs[active as usize];
+    let cmd = app.plan.commit_of(spec).perf_command.clone().unwrap();
+    assert_eq!(key(&mut app, 'y'), vec![Effect::Copy(cmd)]);
+    app.hits.shown.set(Some(RunId(active)));
+    assert_eq!(key(&mut app, '!'), vec![Effect::Shell(RunId(active))]);
+    app.hits.shown.set(Some(RunId(queued)));
+    assert!(key(&mut app, '!').is_empty());
+    assert!(app
+        .toast
+        .clone()
+        .unwrap_or_default()
+        .contains("not running"));
+}

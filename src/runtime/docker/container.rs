@@ -11,9 +11,7 @@ use bollard::query_parameters::{
 use bollard::Docker;
 use std::collections::HashMap;
 
-pub const LABEL_SWEEP: &str = "nightshift.sweep";
-pub const LABEL_RUN: &str = "nightshift.run";
-pub const LABEL_KEY: &str = "nightshift.key";
+pub use crate::model::labels::{LABEL_KEY, LABEL_RUN, LABEL_SWEEP};
 pub const LABEL_COMMIT: &str = "nightshift.commit";
 pub const LABEL_VARIANT: &str = "nightshift.variant";
 pub const LABEL_ATTEMPT: &str = "nightshift.attempt";

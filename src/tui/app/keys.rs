@@ -280,6 +280,27 @@ impl App {
                 }
             }
             Action::Activity => self.popup = Some(Popup::Activity { scroll: 0 }),
+            Action::Shell => {
+                if let Some(r) = run {
+                    if self.state.run(r).state.is_active() {
+                        return vec![Effect::Shell(r)];
+                    }
+                    self.toast = Some(format!("{r} is not running: no container to open"));
+                }
+            }
+            Action::Copy => {
+                if let Some(r) = run {
+                    let spec = &self.plan.runs[r.0 as usize];
+                    match &self.plan.commit_of(spec).perf_command {
+                        Some(cmd) => {
+                            self.toast =
+                                Some(format!("copied the command of {} (OSC 52)", spec.key));
+                            return vec![Effect::Copy(cmd.clone())];
+                        }
+                        None => self.toast = Some(format!("{} has no command", spec.key)),
+                    }
+                }
+            }
             Action::Undo => {
                 if let Some(r) = run {
                     let skipped = matches!(
