@@ -218,6 +218,8 @@ pub struct App {
     pub auto_select: bool,
     pub log_tab: LogTab,
     pub follow: bool,
+    /// Long log lines wrapped onto the next rows instead of cut at the pane's edge.
+    pub wrap: bool,
     /// Lines between the bottom of the log pane and the end of the ring.
     pub log_scroll: usize,
     pub search: Option<String>,
@@ -355,6 +357,7 @@ impl App {
             auto_select: true,
             log_tab: LogTab::Server,
             follow: true,
+            wrap: false,
             log_scroll: 0,
             search: None,
             search_at: None,

@@ -48,6 +48,7 @@ pub enum Action {
     Undo,
     Shell,
     Copy,
+    Wrap,
 }
 
 impl Action {
@@ -342,6 +343,7 @@ impl Default for KeyMap {
                 b(&[c('n')], SearchNext, logs, "next match", None),
                 b(&[c('N')], SearchPrev, logs, "previous match", None),
                 b(&[c('F')], Follow, logs, "follow mode on/off", None),
+                b(&[c('w')], Wrap, logs, "wrap long log lines on/off", None),
                 b(&[c('b')], LogTab, logs, "server / benchmark log tab", None),
                 b(&[c('>')], SortNext, res, "sort by the next column", None),
                 b(

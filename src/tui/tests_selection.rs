@@ -351,3 +351,19 @@ fn y_copies_the_command_and_the_shell_needs_a_running_container() {
         .unwrap_or_default()
         .contains("not running"));
 }
+
+/// `w` wraps long log lines: their ends, cut at the pane's edge before, are on screen.
+#[test]
+fn w_wraps_long_log_lines() {
+    let mut app = scene();
+    let run = app.selected_run().expect("a selected run").0;
+    let mut f = Feed { seq: 10_000 };
+    let long = format!("INFO start {} THE-END-OF-THE-LINE", "x".repeat(150));
+    f.log(&mut app, 200_000, run, crate::model::Stream::Server, &long);
+    key(&mut app, '2');
+    assert!(!render(&app, 100, 30).contains("THE-END-OF-THE-LINE"));
+    key(&mut app, 'w');
+    let s = render(&app, 100, 30);
+    assert!(s.contains("THE-END-OF-THE-LINE"), "{s}");
+    assert!(s.contains(" wrap "), "{s}");
+}

@@ -376,6 +376,14 @@ impl App {
                     text: String::new(),
                 })
             }
+            Action::Wrap => {
+                self.wrap = !self.wrap;
+                self.toast = Some(if self.wrap {
+                    "long log lines wrap".into()
+                } else {
+                    "long log lines are cut at the edge (w wraps)".into()
+                });
+            }
             Action::Follow => {
                 self.follow = !self.follow;
                 if self.follow {

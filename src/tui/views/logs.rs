@@ -31,6 +31,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
             t.dim(),
         ));
     }
+    if app.wrap {
+        title.push(Span::styled(" wrap ", t.dim()));
+    }
     title.push(Span::styled(
         if app.follow {
             " follow "
@@ -74,6 +77,28 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
         .len()
         .saturating_sub(app.log_scroll)
         .max(h.min(lines.len()));
+    if app.wrap && w > 0 {
+        // Wrapped at the pane's width, character by character (a log line's "words" are
+        // paths and hashes): from the newest line back until the pane is full, so the
+        // newest line is still the last one shown, whole.
+        let mut rows: Vec<Line> = Vec::new();
+        for l in lines.iter().take(end).rev() {
+            let base = if l.error { t.error() } else { t.text() };
+            let mut text = l.tag.map(|tag| format!("[{tag}] ")).unwrap_or_default();
+            text.push_str(&l.text);
+            let chars: Vec<char> = text.chars().collect();
+            for c in chars.chunks(w).rev() {
+                rows.push(Line::from(Span::styled(c.iter().collect::<String>(), base)));
+            }
+            if rows.len() >= h {
+                break;
+            }
+        }
+        rows.truncate(h);
+        rows.reverse();
+        f.render_widget(Paragraph::new(rows), inner);
+        return;
+    }
     let start = end.saturating_sub(h);
     let q = app.search.as_deref();
     let mut out = Vec::with_capacity(h);
