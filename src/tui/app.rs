@@ -179,6 +179,8 @@ pub struct Hits {
     pub shown: Cell<Option<RunId>>,
     /// How far the help screen can scroll at its last drawn size.
     pub help_max: Cell<usize>,
+    /// The detail popup's last scrollable line (set as it is drawn).
+    pub detail_max: Cell<usize>,
 }
 
 /// Activity entries a client keeps (the store keeps them all).
@@ -218,6 +220,8 @@ pub struct App {
     pub auto_select: bool,
     pub log_tab: LogTab,
     pub follow: bool,
+    /// How far the run detail popup is scrolled (reset when it opens).
+    pub detail_scroll: usize,
     /// Long log lines wrapped onto the next rows instead of cut at the pane's edge.
     pub wrap: bool,
     /// Lines between the bottom of the log pane and the end of the ring.
@@ -357,6 +361,7 @@ impl App {
             auto_select: true,
             log_tab: LogTab::Server,
             follow: true,
+            detail_scroll: 0,
             wrap: false,
             log_scroll: 0,
             search: None,

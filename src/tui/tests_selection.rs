@@ -367,3 +367,39 @@ fn w_wraps_long_log_lines() {
     assert!(s.contains("THE-END-OF-THE-LINE"), "{s}");
     assert!(s.contains(" wrap "), "{s}");
 }
+
+/// The detail popup at 80×24: the run's numbers come before its provenance, and what does
+/// not fit scrolls (j) instead of being lost.
+#[test]
+fn the_detail_popup_shows_the_numbers_first_and_scrolls() {
+    let mut app = scene();
+    let done = (0..app.state.runs.len() as u32)
+        .find(|i| !app.state.run(RunId(*i)).metrics.is_empty())
+        .expect("a run with metrics in the scene");
+    let first_metric = app
+        .state
+        .run(RunId(done))
+        .metrics
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    app.hits.shown.set(Some(RunId(done)));
+    app.on_action(crate::tui::keymap::Action::Enter);
+    assert!(
+        matches!(app.popup, Some(Popup::Detail(_))),
+        "{:?}",
+        app.popup
+    );
+    let s = render(&app, 80, 24);
+    assert!(
+        s.contains(&first_metric[..first_metric.len().min(10)]),
+        "{s}"
+    );
+    if app.hits.detail_max.get() > 0 {
+        key(&mut app, 'j');
+        assert_eq!(app.detail_scroll, 1);
+        let scrolled = render(&app, 80, 24);
+        assert_ne!(s, scrolled);
+    }
+}

@@ -133,6 +133,27 @@ impl App {
             return vec![];
         }
         if matches!(self.popup, Some(Popup::Detail(_))) {
+            let max = self.hits.detail_max.get();
+            match action {
+                Action::Down => self.detail_scroll = (self.detail_scroll + 1).min(max),
+                Action::PageDown => self.detail_scroll = (self.detail_scroll + 10).min(max),
+                Action::Up => self.detail_scroll = self.detail_scroll.saturating_sub(1),
+                Action::PageUp => self.detail_scroll = self.detail_scroll.saturating_sub(10),
+                Action::Top => self.detail_scroll = 0,
+                Action::Bottom => self.detail_scroll = max,
+                _ => {}
+            }
+            if matches!(
+                action,
+                Action::Down
+                    | Action::PageDown
+                    | Action::Up
+                    | Action::PageUp
+                    | Action::Top
+                    | Action::Bottom
+            ) {
+                return vec![];
+            }
             match action {
                 Action::Quit | Action::Back | Action::Enter => {
                     self.popup = None;
@@ -239,6 +260,7 @@ impl App {
             Action::Enter => {
                 if let Some(r) = run {
                     self.popup = Some(Popup::Detail(r));
+                    self.detail_scroll = 0;
                 }
             }
             Action::NextPane => {

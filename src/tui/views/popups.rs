@@ -272,6 +272,10 @@ fn detail(f: &mut Frame, app: &App, area: Rect, run: crate::model::RunId) {
     if let (Some(s), Some(e)) = (r.started_ms, r.finished_ms) {
         lines.push(kv("wall", fmt_dur(e.saturating_sub(s))));
     }
+    // The numbers before the provenance: at 80×24 they are what the operator came for.
+    for (k, v) in &r.metrics {
+        lines.push(kv(&fit(k, 13), fmt_num(*v)));
+    }
     if let Some(d) = &r.detail {
         lines.push(kv("detail", d.clone()));
     }
@@ -308,9 +312,6 @@ fn detail(f: &mut Frame, app: &App, area: Rect, run: crate::model::RunId) {
     if let Some(cmd) = &c.perf_command {
         lines.push(kv("command", cmd.clone()));
     }
-    for (k, v) in &r.metrics {
-        lines.push(kv(&fit(k, 13), fmt_num(*v)));
-    }
     if let Some(dir) = &app.log_dir {
         lines.push(kv("logs", dir.display().to_string()));
     }
@@ -330,11 +331,26 @@ fn detail(f: &mut Frame, app: &App, area: Rect, run: crate::model::RunId) {
         100,
         (lines.len() as u16 + 4).min(area.height.saturating_sub(2)),
     );
+    // Scrolls (j/k, pgup/pgdn) when it does not fit.
+    let rows = r.height.saturating_sub(2) as usize;
+    let max = lines.len().saturating_sub(rows);
+    app.hits.detail_max.set(max);
+    let scroll = app.detail_scroll.min(max);
+    let title = if max > 0 {
+        format!(
+            " run detail · provenance · {}/{} · j/k scroll ",
+            scroll + 1,
+            max + 1
+        )
+    } else {
+        " run detail · provenance ".to_string()
+    };
     f.render_widget(Clear, r);
     f.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
-            .block(super::block(app, " run detail · provenance ", true)),
+            .scroll((scroll as u16, 0))
+            .block(super::block(app, title, true)),
         r,
     );
 }

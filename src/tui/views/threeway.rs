@@ -166,7 +166,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                     .map(|c| match key.as_ref().and_then(|k| c.metrics.get(k)) {
                         Some(x) if c.n > 1 => format!("{}×{}", fmt_num(*x), c.n),
                         Some(x) => fmt_num(*x),
-                        None => c.status.chars().take(value_w as usize).collect(),
+                        // The status word alone (`skipped`, not its reason).
+                        None => c.status.split('(').next().unwrap_or("").to_string(),
                     })
                     .unwrap_or_else(|| "·".into());
                 cells.push(Cell::from(fit(&text, value_w as usize)));
