@@ -188,6 +188,7 @@ pub fn run(runs: usize) -> i32 {
                 a.view = View::Results;
             }),
         ),
+        ("3-way", Box::new(|a: &mut App| a.view = View::ThreeWay)),
     ] {
         setup(&mut app);
         let mut times = Vec::new();

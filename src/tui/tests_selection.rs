@@ -403,3 +403,16 @@ fn the_detail_popup_shows_the_numbers_first_and_scrolls() {
         assert_ne!(s, scrolled);
     }
 }
+
+/// `:sort delta` sorts by the `Δ base` column (a name the keyboard can type); a name that
+/// is none lists the typable ones.
+#[test]
+fn sort_by_a_typable_column_name() {
+    let mut app = scene();
+    app.run_command_line("sort delta");
+    assert_eq!(super::app::RESULT_COLUMNS[app.results.sort_col], "Δ base");
+    assert_eq!(app.view, View::Results);
+    app.run_command_line("sort nope");
+    let t = app.toast.clone().unwrap_or_default();
+    assert!(t.contains("delta") && !t.contains('Δ'), "{t}");
+}

@@ -79,12 +79,22 @@ impl App {
                 Ok(id) => self.popup = Some(Popup::Group(id)),
                 Err(e) => self.toast = Some(e),
             },
-            "sort" => match RESULT_COLUMNS.iter().position(|c| *c == arg) {
+            // `delta` names the `Δ base` column: a name the keyboard can type.
+            "sort" => match RESULT_COLUMNS
+                .iter()
+                .position(|c| c.eq_ignore_ascii_case(&arg) || (*c == "Δ base" && arg == "delta"))
+            {
                 Some(i) => {
                     self.results.sort_col = i;
                     self.view = View::Results;
                 }
-                None => self.toast = Some(format!("columns: {}", RESULT_COLUMNS.join(", "))),
+                None => {
+                    let names: Vec<&str> = RESULT_COLUMNS
+                        .iter()
+                        .map(|c| if *c == "Δ base" { "delta" } else { c })
+                        .collect();
+                    self.toast = Some(format!("columns: {}", names.join(", ")))
+                }
             },
             "filter" => {
                 self.view = View::Results;
