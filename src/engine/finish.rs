@@ -62,66 +62,15 @@ impl Engine {
             && result.has_result()
             && result.successful_requests().is_none_or(|n| n > 0.0);
         if ok {
-            // The streamed values usually are the result already; only what differs (an
-            // earlier block's value, a result file's number) is sent again.
-            let streamed = self.state.run(run).metrics.clone();
-            for (k, v) in result.metrics.clone() {
-                if streamed.get(&k) == Some(&v) {
-                    continue;
-                }
-                self.emit(Event::Metric {
-                    run,
-                    attempt,
-                    key: k,
-                    value: v,
-                })?;
-            }
-            self.policy.record_success_of(commit.model.as_deref());
-            return self.set_state(
-                run,
-                RunState::Finished {
-                    outcome: Outcome::Success,
-                },
-                None,
-            );
+            return self.succeed(run, attempt, result, commit.model.as_deref());
         }
-        let ctx = FailureContext {
-            stage: Some(stage),
-            exit_code: match &report.end {
-                RunEnd::BenchExited { exit_code } => Some(*exit_code),
-                RunEnd::ServerDied { exit_code } => *exit_code,
-                _ => None,
-            },
-            signal: None,
-            timed_out: matches!(report.end, RunEnd::Timeout { .. }),
-            serving: commit.needs_server(),
-            vllm_version: self
-                .state
-                .run(run)
-                .vllm_version
-                .clone()
-                .or(commit.vllm_version.clone()),
-            bench_finished: bench_exit.is_some(),
-            has_result: result.has_result(),
-            successful_requests: result.successful_requests(),
-            patch_failed: matches!(report.end, RunEnd::PatchFailed { .. }),
-            pull_error: match &report.end {
-                RunEnd::ImageMissing { message } | RunEnd::DiskFull { message } => {
-                    Some(message.clone())
-                }
-                _ => None,
-            },
-            image_missing: matches!(report.end, RunEnd::ImageMissing { .. }),
-            bench_invalid: match &report.end {
-                RunEnd::BenchInvalid { message } => Some(message.clone()),
-                _ => None,
-            },
-            needs_build: match &report.end {
-                RunEnd::NeedsBuild { message } => Some(message.clone()),
-                _ => None,
-            },
-            disk_full: matches!(report.end, RunEnd::DiskFull { .. }),
-        };
+        let vllm = self
+            .state
+            .run(run)
+            .vllm_version
+            .clone()
+            .or(commit.vllm_version.clone());
+        let ctx = failure_context(stage, &report.end, &commit, vllm, &result);
         let diagnosis = a
             .scanner
             .conclude(&ctx)
@@ -135,13 +84,26 @@ impl Engine {
                 confidence: diagnose::confidence::GUESS,
                 telling: vec![],
             });
+        self.decide(run, attempt, &commit, &diagnosis, &report.end)
+    }
+
+    /// The policy's decision on a diagnosed failure, said (`Diagnosed`, and a pause of the
+    /// sweep or of a model when it comes to that) and then carried out.
+    fn decide(
+        &mut self,
+        run: RunId,
+        attempt: u32,
+        commit: &crate::plan::CommitSpec,
+        diagnosis: &diagnose::Diagnosis,
+        end: &RunEnd,
+    ) -> anyhow::Result<()> {
         let applied = self.state.run(run).fixes.clone();
         // A crash, Ctrl-C or stop that cut attempts short spends none of the run's retries.
         let counted = self.state.run(run).counted_attempts();
         let decision = self.policy.decide_in(
             Some(&commit.commit),
             commit.model.as_deref(),
-            &diagnosis,
+            diagnosis,
             counted,
             &applied,
         );
@@ -149,7 +111,7 @@ impl Engine {
         let finding = Finding {
             category,
             evidence: if diagnosis.evidence.is_empty() {
-                end_text(&report.end)
+                end_text(end)
             } else {
                 diagnosis.evidence.clone()
             },
@@ -159,7 +121,7 @@ impl Engine {
             predicted: false,
             confidence: Some(diagnosis.confidence),
             telling: diagnosis.telling.clone(),
-            kind: crate::failure_kind::kind_of_diagnosis(&diagnosis),
+            kind: crate::failure_kind::kind_of_diagnosis(diagnosis),
         };
         self.emit(Event::Diagnosed {
             run,
@@ -177,6 +139,50 @@ impl Engine {
                 reason: reason.clone(),
             })?;
         }
+        self.act_on(run, category, &decision, &finding)
+    }
+
+    /// A run with its result: what the stream did not already say, then success.
+    fn succeed(
+        &mut self,
+        run: RunId,
+        attempt: u32,
+        result: parse::ParseResult,
+        model: Option<&str>,
+    ) -> anyhow::Result<()> {
+        // The streamed values usually are the result already; only what differs (an
+        // earlier block's value, a result file's number) is sent again.
+        let streamed = self.state.run(run).metrics.clone();
+        for (k, v) in result.metrics {
+            if streamed.get(&k) == Some(&v) {
+                continue;
+            }
+            self.emit(Event::Metric {
+                run,
+                attempt,
+                key: k,
+                value: v,
+            })?;
+        }
+        self.policy.record_success_of(model);
+        self.set_state(
+            run,
+            RunState::Finished {
+                outcome: Outcome::Success,
+            },
+            None,
+        )
+    }
+
+    /// The policy's decision on a failed attempt, carried out: retry after its backoff,
+    /// retry with a fix, hold for the operator (pausing the sweep if it says so), or skip.
+    fn act_on(
+        &mut self,
+        run: RunId,
+        category: Category,
+        decision: &crate::policy::Decision,
+        finding: &Finding,
+    ) -> anyhow::Result<()> {
         let failed = RunState::Finished {
             outcome: Outcome::Failed { category },
         };
@@ -212,10 +218,10 @@ impl Engine {
                 )?;
             }
             Action::Operator => {
-                self.hold(run, category, &decision.reason, &finding)?;
+                self.hold(run, category, &decision.reason, finding)?;
             }
             Action::PauseSweep => {
-                self.hold(run, category, &decision.reason, &finding)?;
+                self.hold(run, category, &decision.reason, finding)?;
                 if self.state.paused.is_none() {
                     self.emit(Event::Paused {
                         reason: decision.reason.clone(),
@@ -331,5 +337,48 @@ fn end_text(end: &RunEnd) -> String {
         | RunEnd::NeedsBuild { message } => message.clone(),
         RunEnd::Error { stage, message } => format!("{stage}: {message}"),
         RunEnd::Cancelled => "cancelled".into(),
+    }
+}
+
+/// What the diagnoser is told of an attempt's end besides its lines.
+fn failure_context(
+    stage: Stage,
+    end: &RunEnd,
+    commit: &crate::plan::CommitSpec,
+    vllm_version: Option<String>,
+    result: &parse::ParseResult,
+) -> FailureContext {
+    let bench_finished = matches!(end, RunEnd::BenchExited { .. });
+    FailureContext {
+        stage: Some(stage),
+        exit_code: match end {
+            RunEnd::BenchExited { exit_code } => Some(*exit_code),
+            RunEnd::ServerDied { exit_code } => *exit_code,
+            _ => None,
+        },
+        signal: None,
+        timed_out: matches!(end, RunEnd::Timeout { .. }),
+        serving: commit.needs_server(),
+        vllm_version,
+        bench_finished,
+        has_result: result.has_result(),
+        successful_requests: result.successful_requests(),
+        patch_failed: matches!(end, RunEnd::PatchFailed { .. }),
+        pull_error: match end {
+            RunEnd::ImageMissing { message } | RunEnd::DiskFull { message } => {
+                Some(message.clone())
+            }
+            _ => None,
+        },
+        image_missing: matches!(end, RunEnd::ImageMissing { .. }),
+        bench_invalid: match end {
+            RunEnd::BenchInvalid { message } => Some(message.clone()),
+            _ => None,
+        },
+        needs_build: match end {
+            RunEnd::NeedsBuild { message } => Some(message.clone()),
+            _ => None,
+        },
+        disk_full: matches!(end, RunEnd::DiskFull { .. }),
     }
 }

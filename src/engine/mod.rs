@@ -371,19 +371,7 @@ impl Engine {
             }
         }
         let image_stop = CancellationToken::new();
-        if self.runtime.prefetches() {
-            let (demand_tx, demand_rx) = tokio::sync::watch::channel(self.demand());
-            let (tx, rx) = mpsc::channel(1024);
-            tokio::spawn(images::run(
-                self.runtime.clone(),
-                self.image_budget.clone(),
-                demand_rx,
-                tx,
-                image_stop.clone(),
-            ));
-            self.demand_tx = Some(demand_tx);
-            self.image_rx = Some(rx);
-        }
+        self.start_images(&image_stop);
         let _stop_images = image_stop.drop_guard();
 
         // An observer that fails (store, log disk full) ends the sweep; runs in flight are
@@ -394,39 +382,8 @@ impl Engine {
                     self.start_runs()?;
                 }
                 self.send_demand();
-                if self.active.is_empty() {
-                    if shutdown.is_cancelled() {
-                        summary.interrupted = true;
-                        break;
-                    }
-                    // Runs of a model the breaker stopped wait like a paused sweep's.
-                    let queued_waiting = self.state.runs.iter().enumerate().any(|(i, r)| {
-                        r.state == RunState::Queued
-                            && self.plan.runs[i].gpus <= self.opts.gpus
-                            && !self.model_paused(i)
-                    });
-                    // The window has closed for every queued run: the night ends here,
-                    // with what did not fit queued for the next.
-                    if queued_waiting && self.window_refuses_all() {
-                        summary.window_closed = Some(self.not_started_commits());
-                        break;
-                    }
-                    let held = self.state.counts().held > 0;
-                    let paused = self.state.paused.is_some();
-                    // Without an operator, other models' runs go on; once only the stopped
-                    // model's are left, the sweep ends with them queued, as a pause does.
-                    let waiting_models = !self.state.paused_models.is_empty();
-                    if !self.opts.wait_for_operator {
-                        if paused || (!queued_waiting && !held) {
-                            break;
-                        }
-                        if !queued_waiting && held {
-                            self.finalize_held()?;
-                            break;
-                        }
-                    } else if !queued_waiting && !held && !paused && !waiting_models {
-                        break;
-                    }
+                if self.active.is_empty() && self.ends_here(&shutdown, &mut summary)? {
+                    break;
                 }
                 let wake = self
                     .not_before
@@ -464,6 +421,76 @@ impl Engine {
             self.abort_in_flight().await;
             return Err(e);
         }
+        self.summarize(&mut summary, started);
+        self.emit(Event::SweepFinished {
+            interrupted: summary.interrupted,
+        })?;
+        Ok((summary, self.state))
+    }
+
+    /// Bring images onto the box ahead of the runs, when the runtime does.
+    fn start_images(&mut self, stop: &CancellationToken) {
+        if !self.runtime.prefetches() {
+            return;
+        }
+        let (demand_tx, demand_rx) = tokio::sync::watch::channel(self.demand());
+        let (tx, rx) = mpsc::channel(1024);
+        tokio::spawn(images::run(
+            self.runtime.clone(),
+            self.image_budget.clone(),
+            demand_rx,
+            tx,
+            stop.clone(),
+        ));
+        self.demand_tx = Some(demand_tx);
+        self.image_rx = Some(rx);
+    }
+
+    /// With nothing in flight: whether the sweep ends now. It ends when shut down, when the
+    /// window refuses every queued run, or when nothing is left it may run — headless,
+    /// held runs are then finalized; with an operator, held, paused and breaker-stopped
+    /// work keeps it waiting.
+    fn ends_here(
+        &mut self,
+        shutdown: &CancellationToken,
+        summary: &mut Summary,
+    ) -> anyhow::Result<bool> {
+        if shutdown.is_cancelled() {
+            summary.interrupted = true;
+            return Ok(true);
+        }
+        // Runs of a model the breaker stopped wait like a paused sweep's.
+        let queued_waiting = self.state.runs.iter().enumerate().any(|(i, r)| {
+            r.state == RunState::Queued
+                && self.plan.runs[i].gpus <= self.opts.gpus
+                && !self.model_paused(i)
+        });
+        // The window has closed for every queued run: the night ends here, with what did
+        // not fit queued for the next.
+        if queued_waiting && self.window_refuses_all() {
+            summary.window_closed = Some(self.not_started_commits());
+            return Ok(true);
+        }
+        let held = self.state.counts().held > 0;
+        let paused = self.state.paused.is_some();
+        // Without an operator, other models' runs go on; once only the stopped model's are
+        // left, the sweep ends with them queued, as a pause does.
+        let waiting_models = !self.state.paused_models.is_empty();
+        if !self.opts.wait_for_operator {
+            if paused || (!queued_waiting && !held) {
+                return Ok(true);
+            }
+            if !queued_waiting && held {
+                self.finalize_held()?;
+                return Ok(true);
+            }
+            return Ok(false);
+        }
+        Ok(!queued_waiting && !held && !paused && !waiting_models)
+    }
+
+    /// The night's summary from the final state.
+    fn summarize(&self, summary: &mut Summary, started: Instant) {
         summary.counts = self.state.counts();
         summary.needs_more_gpus = self
             .state
@@ -485,10 +512,6 @@ impl Engine {
                 )
             })
         });
-        self.emit(Event::SweepFinished {
-            interrupted: summary.interrupted,
-        })?;
-        Ok((summary, self.state))
     }
 
     /// Cancel every run in flight and wait (bounded) for the runtimes to tear down.
