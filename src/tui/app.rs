@@ -220,6 +220,9 @@ pub struct App {
     pub auto_select: bool,
     pub log_tab: LogTab,
     pub follow: bool,
+    /// The 3-way view shows only commits with a comparison of this verdict (`better`,
+    /// `worse`, `same`, or `weak`: n=1 or uncalibrated).
+    pub verdict_filter: Option<String>,
     /// How far the run detail popup is scrolled (reset when it opens).
     pub detail_scroll: usize,
     /// Long log lines wrapped onto the next rows instead of cut at the pane's edge.
@@ -361,6 +364,7 @@ impl App {
             auto_select: true,
             log_tab: LogTab::Server,
             follow: true,
+            verdict_filter: None,
             detail_scroll: 0,
             wrap: false,
             log_scroll: 0,

@@ -416,3 +416,27 @@ fn sort_by_a_typable_column_name() {
     let t = app.toast.clone().unwrap_or_default();
     assert!(t.contains("delta") && !t.contains('Δ'), "{t}");
 }
+
+/// `:verdict weak` keeps the commits whose verdict rests on little; `:verdict worse` those
+/// with a worse comparison; a bad word says which there are.
+#[test]
+fn the_three_way_view_filters_by_verdict() {
+    let mut app = scene();
+    app.run_command_line("verdict weak");
+    assert_eq!(app.view, View::ThreeWay);
+    let s = render(&app, 120, 40);
+    assert!(s.contains("verdict=weak"), "{s}");
+    assert!(
+        s.contains("015069b0"),
+        "the one compared commit (single runs):\n{s}"
+    );
+    assert!(!s.contains("0d243f2a"), "a commit with no comparison:\n{s}");
+    app.run_command_line("verdict worse");
+    assert!(!render(&app, 120, 40).contains("015069b0"));
+    app.run_command_line("verdict nope");
+    assert!(app
+        .toast
+        .clone()
+        .unwrap_or_default()
+        .contains("better, worse"));
+}

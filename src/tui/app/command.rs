@@ -37,6 +37,18 @@ impl App {
             "logs" | "2" => self.view = View::Logs,
             "results" | "3" => self.view = View::Results,
             "3way" | "threeway" | "4" => self.view = View::ThreeWay,
+            "verdict" => {
+                self.view = View::ThreeWay;
+                match arg.as_str() {
+                    "" | "all" => self.verdict_filter = None,
+                    "better" | "worse" | "same" | "weak" => {
+                        self.verdict_filter = Some(arg.to_string())
+                    }
+                    other => self.toast = Some(format!(
+                        "verdict `{other}`: better, worse, same, weak (n=1 or uncalibrated) or all"
+                    )),
+                }
+            }
             "theme" => match Theme::load(
                 &arg,
                 crate::tui::config::config_dir()

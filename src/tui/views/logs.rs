@@ -43,7 +43,24 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
         Style::default().fg(if app.follow { t.ok } else { t.warn }),
     ));
     if let Some(q) = &app.search {
-        title.push(Span::styled(format!(" /{q} "), t.matched()));
+        // Which match of how many (lines with a match, in this run's kept lines).
+        let (n, at) = app.shown_log().map_or((0, None), |lines| {
+            let hits: Vec<usize> = lines
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| find_all(&l.text, q).next().is_some())
+                .map(|(i, _)| i)
+                .collect();
+            let at = app
+                .search_at
+                .and_then(|s| hits.iter().position(|h| *h == s));
+            (hits.len(), at)
+        });
+        let count = match at {
+            Some(i) => format!("{}/{n}", i + 1),
+            None => format!("{n} matches"),
+        };
+        title.push(Span::styled(format!(" /{q} {count} "), t.matched()));
     }
     let b = block(app, Line::from(title), focus);
     let mut inner = b.inner(area);

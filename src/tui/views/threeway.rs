@@ -78,9 +78,23 @@ fn primary(row: &CommitRow) -> Option<String> {
         })
 }
 
+/// Whether a row has a comparison of the verdict `want` (see `App::verdict_filter`).
+fn row_has(row: &CommitRow, want: &str) -> bool {
+    row.comparisons.iter().any(|c| match want {
+        "weak" => matches!(
+            c.method,
+            Some(Method::TooFewRepeats) | Some(Method::Uncalibrated)
+        ),
+        w => c.verdict.is_some_and(|v| short(v) == w),
+    })
+}
+
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.theme;
-    let (_, report) = crate::tui::export::report(app);
+    let (_, mut report) = crate::tui::export::report(app);
+    if let Some(want) = &app.verdict_filter {
+        report.rows.retain(|r| row_has(r, want));
+    }
     let variants: Vec<String> = app.variants.iter().map(|v| v.to_string()).collect();
     // The comparisons' labels, in the order the report makes them.
     let mut labels: Vec<String> = Vec::new();
@@ -100,6 +114,13 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Span::styled(
             format!(" 3-way · {} commits ", report.rows.len()),
             t.text(),
+        ),
+        Span::styled(
+            match &app.verdict_filter {
+                Some(v) => format!(" verdict={v} "),
+                None => " :verdict better|worse|same|weak ".into(),
+            },
+            Style::default().fg(t.warn),
         ),
         Span::styled(
             " median of the primary metric (×n repeats) · n=1: single run · uncal.: threshold uncalibrated ",
