@@ -44,9 +44,10 @@ impl App {
                     "better" | "worse" | "same" | "weak" => {
                         self.verdict_filter = Some(arg.to_string())
                     }
-                    other => self.toast = Some(format!(
-                        "verdict `{other}`: better, worse, same, weak (n=1 or uncalibrated) or all"
-                    )),
+                    other => {
+                        let words = "better, worse, same, weak (n=1 or uncalibrated) or all";
+                        self.toast = Some(format!("verdict `{other}`: {words}"));
+                    }
                 }
             }
             "theme" => match Theme::load(
