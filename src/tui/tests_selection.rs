@@ -440,3 +440,53 @@ fn the_three_way_view_filters_by_verdict() {
         .unwrap_or_default()
         .contains("better, worse"));
 }
+
+/// Every theme readable where it matters most: no character drawn in its own background
+/// colour — a selected held or failed row in high-contrast was yellow on yellow — in the
+/// sweep, the results and the 3-way views, with a held run selected.
+#[test]
+fn no_theme_draws_text_in_its_background_colour() {
+    for name in ["dark", "light", "high-contrast"] {
+        let mut app = scene();
+        app.theme = crate::tui::theme::Theme::builtin(name).unwrap();
+        let held = (0..app.state.runs.len() as u32)
+            .find(|i| matches!(app.state.run(RunId(*i)).state, RunState::Held { .. }))
+            .expect("a held run in the scene");
+        for view in ['1', '3', '4'] {
+            key(&mut app, view);
+            app.hits.shown.set(Some(RunId(held)));
+            if view == '3' {
+                let rows = app.result_rows();
+                let at = rows.iter().position(|r| r.0 == held).unwrap();
+                app.results.selected.select_row(&rows, at);
+            } else {
+                app.sel_commit = app.plan.runs[held as usize].commit;
+            }
+            let mut t = Terminal::new(TestBackend::new(120, 40)).unwrap();
+            t.draw(|f| super::views::draw(f, &app)).unwrap();
+            let buf = t.backend().buffer();
+            for y in 0..40 {
+                for x in 0..120 {
+                    let c = &buf[(x, y)];
+                    // Blank cells, and bars and dots (drawn in their foreground alone).
+                    let sym = c.symbol();
+                    let bar = sym.chars().all(|ch| {
+                        matches!(ch, '█' | '▀' | '▄' | '▌' | '▐' | '░' | '▒' | '▓')
+                            || ('\u{2800}'..='\u{28ff}').contains(&ch)
+                            || ('\u{2581}'..='\u{2588}').contains(&ch)
+                    });
+                    if sym.trim().is_empty() || bar {
+                        continue;
+                    }
+                    assert!(
+                        c.fg != c.bg || c.fg == ratatui::style::Color::Reset,
+                        "{name}, view {view}: {:?} drawn {:?} on {:?} at {x},{y}",
+                        c.symbol(),
+                        c.fg,
+                        c.bg
+                    );
+                }
+            }
+        }
+    }
+}

@@ -132,7 +132,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                     super::queue::glyph(&rec.state),
                     status_word(&rec.state)
                 ))
-                .style(st),
+                // On the selection bar the state's colour gives way to the bar's: a held
+                // run's yellow on high-contrast's yellow bar would vanish.
+                .style(if i == sel { t.selected() } else { st }),
                 Cell::from(cat),
                 Cell::from(head),
                 Cell::from(delta),
