@@ -220,6 +220,9 @@ pub struct App {
     pub auto_select: bool,
     pub log_tab: LogTab,
     pub follow: bool,
+    /// When each run entered its present state, as this client saw it happen (the active
+    /// panel's "held 12m" and "in stage 40s").
+    pub entered_ms: std::collections::HashMap<RunId, u64>,
     /// The 3-way view shows only commits with a comparison of this verdict (`better`,
     /// `worse`, `same`, or `weak`: n=1 or uncalibrated).
     pub verdict_filter: Option<String>,
@@ -364,6 +367,7 @@ impl App {
             auto_select: true,
             log_tab: LogTab::Server,
             follow: true,
+            entered_ms: Default::default(),
             verdict_filter: None,
             detail_scroll: 0,
             wrap: false,

@@ -57,6 +57,7 @@ impl App {
             Event::State {
                 run, to, attempt, ..
             } => {
+                self.entered_ms.insert(*run, env.at_ms);
                 if let RunState::Active {
                     stage: crate::model::Stage::PreparingImage,
                 } = to

@@ -46,6 +46,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             super::queue::state_style(t, &r.state).add_modifier(Modifier::BOLD),
         ),
         Span::styled(gpus, t.dim()),
+        Span::styled(since(app, run, &r.state), t.dim()),
         Span::styled(
             r.vllm_version
                 .as_ref()
@@ -228,6 +229,21 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         ]));
     }
     f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
+}
+
+/// How long the run has been as it is, when this client saw it change: "held 12m" for a
+/// run waiting on the operator, "in stage 40s" for one working.
+fn since(app: &App, run: RunId, state: &RunState) -> String {
+    let Some(at) = app.entered_ms.get(&run) else {
+        return String::new();
+    };
+    let d = super::fmt_dur(app.now_ms.saturating_sub(*at));
+    match state {
+        RunState::Held { .. } => format!("  held {d}"),
+        RunState::Active { .. } => format!("  in stage {d}"),
+        RunState::Queued => format!("  queued {d}"),
+        RunState::Finished { .. } => String::new(),
+    }
 }
 
 /// "aimv2_conflict — press f to apply fix aimv2-exist-ok, r to retry, s to skip"; empty
