@@ -262,6 +262,9 @@ pub struct App {
     eta_cache: std::cell::RefCell<Option<EtaMemo>>,
     /// The failure groups, with the fingerprint of the states they were made from.
     groups: std::cell::RefCell<Option<(GroupsKey, Arc<Vec<FailureGroup>>)>>,
+    /// The comparison report (the 3-way view), with the fingerprint of the states it was
+    /// made from: building it is milliseconds at 1,000 runs, too much for every frame.
+    report: std::cell::RefCell<Option<(ReportKey, Arc<crate::report::Report>)>>,
     pub keymap: KeyMap,
     pub hits: Hits,
     pub log_dir: Option<std::path::PathBuf>,
@@ -387,6 +390,7 @@ impl App {
             window_closes_ms: None,
             eta_cache: Default::default(),
             groups: Default::default(),
+            report: Default::default(),
             keymap,
             hits: Hits::default(),
             log_dir: None,
@@ -411,6 +415,23 @@ impl App {
         )));
         *self.groups.borrow_mut() = Some((key, g.clone()));
         g
+    }
+
+    /// The comparison report over the live state, as `results` judges it, made again only
+    /// when a run's state or attempt has changed since.
+    pub fn report(&self) -> Arc<crate::report::Report> {
+        let key = (
+            self.state.counts(),
+            self.state.runs.iter().map(|r| u64::from(r.attempt)).sum(),
+        );
+        if let Some((k, r)) = self.report.borrow().as_ref() {
+            if *k == key {
+                return r.clone();
+            }
+        }
+        let r = Arc::new(crate::tui::export::report(self).1);
+        *self.report.borrow_mut() = Some((key, r.clone()));
+        r
     }
 
     fn groups_key(&self) -> GroupsKey {
@@ -659,6 +680,8 @@ impl Progress {
 
 /// What the cached failure groups were made from: failed, held, skipped, attempts.
 type GroupsKey = (usize, usize, usize, u64);
+/// Runs per state and attempts over all: the report changes only when some run's does.
+type ReportKey = (crate::state::Counts, u64);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Focus {

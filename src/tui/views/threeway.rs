@@ -91,14 +91,16 @@ fn row_has(row: &CommitRow, want: &str) -> bool {
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.theme;
-    let (_, mut report) = crate::tui::export::report(app);
-    if let Some(want) = &app.verdict_filter {
-        report.rows.retain(|r| row_has(r, want));
-    }
+    let report = app.report();
+    let shown: Vec<&CommitRow> = report
+        .rows
+        .iter()
+        .filter(|r| app.verdict_filter.as_ref().is_none_or(|w| row_has(r, w)))
+        .collect();
     let variants: Vec<String> = app.variants.iter().map(|v| v.to_string()).collect();
     // The comparisons' labels, in the order the report makes them.
     let mut labels: Vec<String> = Vec::new();
-    for r in &report.rows {
+    for r in &shown {
         for c in &r.comparisons {
             if !labels.contains(&c.label) {
                 labels.push(c.label.clone());
@@ -112,7 +114,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .map(|c| c.commit.clone());
     let title = Line::from(vec![
         Span::styled(
-            format!(" 3-way · {} commits ", report.rows.len()),
+            format!(" 3-way · {} commits ", shown.len()),
             t.text(),
         ),
         Span::styled(
@@ -164,14 +166,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         head.push(Cell::from("title"));
     }
     let body_h = inner.height.saturating_sub(1) as usize;
-    let at = report
-        .rows
+    let at = shown
         .iter()
         .position(|r| Some(&r.commit) == sel_commit.as_ref())
         .unwrap_or(0);
     let offset = at.saturating_sub(body_h.saturating_sub(1));
-    let rows = report
-        .rows
+    let rows = shown
         .iter()
         .enumerate()
         .skip(offset)
