@@ -85,6 +85,36 @@ baseline = "{{org}}:latest"
     p
 }
 
+/// The engine over `hosts` as one runtime, for `plan` on the stand-in: quick teardown, no
+/// prefetch, no token; its time scale short (backoffs in hundredths).
+fn engine_on(
+    plan: &Arc<nightshift::plan::Plan>,
+    hosts: Vec<config::HostSpec>,
+) -> (Arc<MultiHost>, nightshift::engine::Engine) {
+    let mut cfg = DockerConfig::from_plan(plan);
+    cfg.stop_grace_s = 2;
+    cfg.prefetch = false;
+    cfg.secrets = Secrets::with_token(None);
+    let multi = Arc::new(
+        MultiHost::new(
+            hosts,
+            &cfg,
+            Arc::new(nightshift::diagnose::RecipeBook::builtin()),
+        )
+        .unwrap(),
+    );
+    let (engine, _cmds) = nightshift::engine::Engine::new(
+        plan.clone(),
+        Arc::new(Hosts(multi.clone())),
+        nightshift::engine::EngineOptions {
+            gpus: multi.total_gpus(),
+            seed: 1,
+            wait_for_operator: false,
+        },
+    );
+    (multi, engine.with_time_scale(0.02))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn remote_host_lost_mid_run_requeues_its_runs() {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
@@ -106,28 +136,8 @@ async fn remote_host_lost_mid_run_requeues_its_runs() {
          [[hosts]]\nname = \"local\"\ndocker_host = \"unix:///var/run/docker.sock\"\ngpus = 4\ngpu_requests = false\n"
     ))
     .unwrap();
-    let mut cfg = DockerConfig::from_plan(&plan);
-    cfg.stop_grace_s = 2;
-    cfg.prefetch = false;
-    cfg.secrets = Secrets::with_token(None);
-    let multi = Arc::new(
-        MultiHost::new(
-            hosts,
-            &cfg,
-            Arc::new(nightshift::diagnose::RecipeBook::builtin()),
-        )
-        .unwrap(),
-    );
-    let (engine, _cmds) = nightshift::engine::Engine::new(
-        plan.clone(),
-        Arc::new(Hosts(multi.clone())),
-        nightshift::engine::EngineOptions {
-            gpus: multi.total_gpus(),
-            seed: 1,
-            wait_for_operator: false,
-        },
-    );
-    let mut engine = engine.with_time_scale(0.02);
+    let (multi, engine) = engine_on(&plan, hosts);
+    let mut engine = engine;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     engine.observe(Box::new(move |env: &nightshift::event::Envelope| {
         let _ = tx.send((Instant::now(), env.event.clone()));
@@ -379,28 +389,7 @@ async fn slow_pings_cancel_no_run_and_discard_no_result() {
         sock.display()
     ))
     .unwrap();
-    let mut cfg = DockerConfig::from_plan(&plan);
-    cfg.stop_grace_s = 2;
-    cfg.prefetch = false;
-    cfg.secrets = Secrets::with_token(None);
-    let multi = Arc::new(
-        MultiHost::new(
-            hosts,
-            &cfg,
-            Arc::new(nightshift::diagnose::RecipeBook::builtin()),
-        )
-        .unwrap(),
-    );
-    let (engine, _cmds) = nightshift::engine::Engine::new(
-        plan.clone(),
-        Arc::new(Hosts(multi.clone())),
-        nightshift::engine::EngineOptions {
-            gpus: multi.total_gpus(),
-            seed: 1,
-            wait_for_operator: false,
-        },
-    );
-    let engine = engine.with_time_scale(0.02);
+    let (multi, engine) = engine_on(&plan, hosts);
     let (summary, state) = tokio::time::timeout(
         Duration::from_secs(150),
         engine.run(CancellationToken::new()),
