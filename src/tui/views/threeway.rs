@@ -208,7 +208,14 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 cells.push(Cell::from(fit(&text, verdict_w as usize)).style(style));
             }
             if title_w >= 8 {
-                cells.push(Cell::from(fit(&r.title, title_w as usize)).style(t.dim()));
+                // As the queue names it (a commit without a title by its kind and notes).
+                let title = app
+                    .plan
+                    .commits
+                    .iter()
+                    .find(|c| c.commit == r.commit)
+                    .map_or_else(|| r.title.clone(), super::title_of);
+                cells.push(Cell::from(fit(&title, title_w as usize)).style(t.dim()));
             }
             let row = Row::new(cells);
             if i == at {
