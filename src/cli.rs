@@ -152,11 +152,7 @@ pub fn run(cli: Cli) -> i32 {
                         gpus,
                         overrides.recipes.clone(),
                     ) {
-                        Ok(rt) => (
-                            rt,
-                            gpus.unwrap_or_else(crate::runtime::docker::visible_gpus),
-                            1.0,
-                        ),
+                        Ok(rt) => (rt, crate::runtime::docker::slots(&plan, gpus), 1.0),
                         Err(code) => return code,
                     }
                 } else if runtime == RuntimeKind::Slurm {
@@ -253,11 +249,7 @@ pub fn run(cli: Cli) -> i32 {
                     }
                 };
                 match crate::runtime::docker::for_cli(&plan, &images.docker(), gpus, recipes) {
-                    Ok(rt) => (
-                        rt,
-                        gpus.unwrap_or_else(crate::runtime::docker::visible_gpus),
-                        1.0,
-                    ),
+                    Ok(rt) => (rt, crate::runtime::docker::slots(&plan, gpus), 1.0),
                     Err(code) => return code,
                 }
             } else {

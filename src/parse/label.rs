@@ -112,12 +112,54 @@ pub(crate) fn normalize_label(raw: &str) -> (String, Option<String>) {
     (label, None)
 }
 
+/// Markers people put after a value they paste into an issue or a note (`<-- here`,
+/// `# after the fix`, `// p99 went up`): what follows is commentary on the value.
+const TRAILER_MARKERS: &[&str] = &["<--", "<-", "<==", "\u{2190}", "#", "//"];
+
+/// The line without a commentary trailer after its value: a marker (`<-- here`, `# note`)
+/// after the last colon, or a closing parenthetical in words (`(chunked prefill on)`)
+/// after a value and unit. A trailer that changes what the value means (`6.35 -> 5.10`,
+/// `6.35 vs 7.2`, `± 0.3`) is left in place, so the line does not read as a value.
+pub(crate) fn without_trailer(text: &str) -> &str {
+    let after = text.rfind(':').map_or(0, |i| i + 1);
+    let mut end = text.len();
+    for m in TRAILER_MARKERS {
+        let mut from = after;
+        while let Some(i) = text[from..end].find(m).map(|i| i + from) {
+            // A marker stands apart: whitespace before it, after a value.
+            if i > after && text[..i].ends_with(char::is_whitespace) {
+                end = i;
+                break;
+            }
+            from = i + m.len();
+        }
+    }
+    let mut t = text[..end].trim_end();
+    if t.ends_with(')') {
+        if let Some(open) = t.rfind('(') {
+            let inner = &t[open + 1..t.len() - 1];
+            let before = t[..open].trim_end();
+            // Words, not a unit, after something that ends like a value or a unit.
+            if open > after
+                && inner.split_whitespace().count() >= 2
+                && inner.chars().any(char::is_alphabetic)
+                && !inner.contains(['(', ':'])
+                && before.ends_with(|c: char| c.is_ascii_alphanumeric() || c == '/' || c == '%')
+            {
+                t = before;
+            }
+        }
+    }
+    t
+}
+
 /// Splits `Label: value [unit]` or a markdown table row `| Label | value |`.
 pub(crate) fn split(text: &str) -> Option<LabelValue> {
     // No result line is this long; the bound keeps label matching linear.
     if text.len() > MAX_TEXT {
         return None;
     }
+    let text = without_trailer(text);
     // A markdown table row, maybe behind a line prefix: its cells start at the first pipe.
     // Otherwise a pipe is a prefix's column separator (`svc  | `, a quoted CI log's `| `).
     if text.ends_with('|') && text.bytes().filter(|&b| b == b'|').count() >= 3 {
@@ -287,6 +329,42 @@ mod tests {
 
     fn split(text: &str) -> Option<(String, f64, Option<String>)> {
         super::split(text).map(|l| (l.label, l.value, l.unit))
+    }
+
+    /// Result lines pasted into issues and notes carry commentary after the value; it is
+    /// read past, unless it changes what the value means.
+    #[test]
+    fn commentary_after_a_value_is_read_past() {
+        assert_eq!(
+            split("Mean TPOT (ms):  6.35   <-- here"),
+            lv("mean tpot", 6.35, Some("ms"))
+        );
+        assert_eq!(
+            split("Mean TPOT (ms): 6.35 # after the fix"),
+            lv("mean tpot", 6.35, Some("ms"))
+        );
+        assert_eq!(
+            split("Output token throughput (tok/s): 4326.10 (chunked prefill on)"),
+            lv("output token throughput", 4326.10, Some("tok/s"))
+        );
+        assert_eq!(
+            split("Mean TTFT (ms): 12.5 \u{2190} regressed // see PR"),
+            lv("mean ttft", 12.5, Some("ms"))
+        );
+        // A trailer that makes the value one of two, or uncertain, is not a value.
+        for line in [
+            "Mean TPOT (ms): 6.35 -> 5.10",
+            "Mean TPOT (ms): 6.35 -> 5.10 <-- after",
+            "Mean TPOT (ms): 6.35 vs 7.20",
+            "Mean TPOT (ms): 6.35 \u{b1} 0.3",
+            "Mean TPOT (ms): 6.35 / 7.20",
+            "Mean TPOT (ms): 6.35 x2",
+        ] {
+            assert_eq!(split(line), None, "{line}");
+        }
+        // A marker glued to the value is not a marker; a label's own parenthesis stays.
+        assert_eq!(split("Mean TPOT (ms): 6.35#2"), None);
+        assert_eq!(without_trailer("P99 ITL (ms): 3.0"), "P99 ITL (ms): 3.0");
     }
 
     #[test]

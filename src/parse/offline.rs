@@ -89,7 +89,7 @@ pub(crate) fn match_line(text: &str) -> Option<Offline> {
     if text.len() > super::label::MAX_TEXT {
         return None;
     }
-    let lower = text.to_ascii_lowercase();
+    let lower = super::label::without_trailer(text).to_ascii_lowercase();
     let r = res();
     if lower.contains("throughput:") {
         if let Some(c) = captures_after_prefix(&r.throughput, &lower) {
@@ -167,6 +167,23 @@ fn throughput_items(rest: &str) -> Option<Offline> {
 #[allow(clippy::excessive_precision)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_throughput_line_with_commentary_is_read() {
+        assert_eq!(
+            match_line("Throughput: 2.10 requests/s, 500.00 total tokens/s, 100.00 output tokens/s (chunked prefill on)"),
+            Some(Offline::Throughput(vec![
+                ("throughput_req_s", 2.10),
+                ("throughput_total_tok_s", 500.0),
+                ("throughput_output_tok_s", 100.0),
+            ]))
+        );
+        assert_eq!(
+            match_line("Avg latency: 1.73 seconds   <-- best of three"),
+            Some(Offline::AvgLatency(1.73))
+        );
+        assert_eq!(match_line("Avg latency: 1.73 -> 1.41 seconds"), None);
+    }
 
     #[test]
     fn throughput_shapes() {

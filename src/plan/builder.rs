@@ -130,6 +130,7 @@ impl Builder {
             on_invalid: d.on_invalid.unwrap_or_default(),
             vllm_src: d.vllm_src.clone(),
             fetch_weights: d.fetch_weights.unwrap_or(true),
+            gpu_requests: d.gpu_requests.unwrap_or(true),
         }
     }
 

@@ -125,6 +125,9 @@ pub struct Defaults {
     pub on_invalid: OnInvalid,
     pub vllm_src: Option<String>,
     pub fetch_weights: bool,
+    /// Ask Docker for each run's GPUs (default true). False runs CPU images (a smoke night,
+    /// the real CPU vLLM): the scheduler still hands out slots, containers get no device.
+    pub gpu_requests: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -56,6 +56,8 @@ pub struct RawDefaults {
     /// Fetch model weights into `hf_cache` on the host before each server starts
     /// (default true); false leaves it to vLLM inside the container.
     pub fetch_weights: Option<bool>,
+    /// Ask Docker for each run's GPUs (default true); false for CPU images.
+    pub gpu_requests: Option<bool>,
 }
 
 /// The warm-up policy for runs with repeats.

