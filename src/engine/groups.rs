@@ -86,19 +86,18 @@ impl Engine {
         Ok(())
     }
 
-    /// A run held for an unknown failure (the policy said `operator` for it): it waits at
-    /// most the held limit unless someone is attached.
-    pub(super) fn bound_hold(&mut self, run: RunId, finding: &Finding) {
+    /// A held run, known failure or unknown: it waits at most the held limit unless
+    /// someone is attached, so a night nobody watches still ends (the held alert fires at
+    /// the same limit).
+    pub(super) fn bound_hold(&mut self, run: RunId, _finding: &Finding) {
         let (Some(limit), true) = (self.held_limit, self.opts.wait_for_operator) else {
             return;
         };
-        if failure_kind::finding_is_unknown(finding) {
-            let attempt = self.state.run(run).attempt;
-            let at = Instant::now()
-                .checked_add(limit)
-                .unwrap_or_else(Instant::now);
-            self.held_until.insert(run, (at, attempt));
-        }
+        let attempt = self.state.run(run).attempt;
+        let at = Instant::now()
+            .checked_add(limit)
+            .unwrap_or_else(Instant::now);
+        self.held_until.insert(run, (at, attempt));
     }
 
     fn attended(&self) -> bool {
@@ -107,7 +106,7 @@ impl Engine {
             .is_none_or(|c| c.load(Ordering::Relaxed) > 0)
     }
 
-    /// Held unknown failures whose wait is over: with a client attached they wait on (the
+    /// Held runs whose wait is over: with a client attached they wait on (the
     /// operator is there); with none they fail and the night goes on.
     pub(super) fn expire_holds(&mut self) -> anyhow::Result<()> {
         let now = Instant::now();

@@ -304,6 +304,7 @@ impl Policy {
         // names its category, and even then it waits for them only if it says `operator`.
         let unknown = crate::failure_kind::is_unknown(cat, Some(d.confidence), d.predicted);
         let explicit = self.cfg.actions.get(&cat).copied();
+        let mut spent = false;
         let mut dec = match self.default_action(cat) {
             _ if unknown && explicit.is_none() => self.unknown_decision(d, &what, attempt),
             Action::AutoFix => match recipe {
@@ -349,18 +350,33 @@ impl Policy {
             }
             Action::Retry => {
                 let limit = self.retry_limit(cat);
+                let retries = if limit == 1 { "retry" } else { "retries" };
                 if attempt <= limit {
                     self.retry_after_backoff(attempt, |wait| {
                         format!("{what} — retry {attempt}/{limit} in {wait}")
                     })
-                } else {
+                } else if explicit == Some(Action::Operator) || unknown {
+                    // The operator asked to decide these (the engine bounds the wait); an
+                    // unknown failure is given up on below, with its telling line.
                     operator(
                         None,
                         format!(
-                            "{what} — still failing after {limit} {} — waiting for operator (r to retry, s to skip)",
-                            if limit == 1 { "retry" } else { "retries" }
+                            "{what} — still failing after {limit} {retries} — waiting for operator (r to retry, s to skip)"
                         ),
                     )
+                } else {
+                    // Nobody is awake to decide: the run ends failed with its reason.
+                    spent = true;
+                    Decision {
+                        action: Action::Skip,
+                        recipe: None,
+                        retry_after: None,
+                        pause_sweep: None,
+                        hold_model: None,
+                        reason: format!(
+                            "{what} — still failing after {limit} {retries}: failed, the night goes on (r retries it)"
+                        ),
+                    }
                 }
             }
             Action::Operator => match recipe {
@@ -410,7 +426,7 @@ impl Policy {
 
         // The breaker counts runs that end failing (not retries, fixes or skips; an
         // unknown failure given up on ends failing).
-        let gave_up = unknown && dec.action == Action::Skip;
+        let gave_up = (unknown || spent) && dec.action == Action::Skip;
         let counts = (gave_up || matches!(dec.action, Action::Operator | Action::PauseSweep))
             && !self.cfg.breaker_ignore.contains(&cat)
             && !d.predicted;

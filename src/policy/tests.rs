@@ -125,7 +125,7 @@ fn measurement_changing_fixes_are_offered_not_applied() {
 }
 
 #[test]
-fn retries_back_off_with_a_cap_then_go_to_the_operator() {
+fn retries_back_off_with_a_cap_then_end_failed() {
     let mut p = policy(PolicyConfig {
         max_retries: 4,
         backoff_base_s: 30,
@@ -139,8 +139,19 @@ fn retries_back_off_with_a_cap_then_go_to_the_operator() {
         .collect();
     assert_eq!(waits, [30, 60, 100, 100]);
     let fifth = p.decide(&d, 5, &[]);
-    assert_eq!(fifth.action, Action::Operator);
+    // Nobody is awake to decide: spent retries end the run failed, not held.
+    assert_eq!(fifth.action, Action::Skip);
     assert!(fifth.reason.contains("after 4 retries"), "{}", fifth.reason);
+    assert!(fifth.reason.contains("night goes on"), "{}", fifth.reason);
+    // Unless the operator's policy says they decide this category.
+    let mut q = policy(
+        PolicyConfig::from_toml(
+            "max_retries = 1\n[actions]\nbroken_pipe = \"operator\"\n",
+            "p",
+        )
+        .unwrap(),
+    );
+    assert_eq!(q.decide(&d, 2, &[]).action, Action::Operator);
     assert_eq!(p.backoff(200), Duration::from_secs(100));
 }
 
@@ -155,7 +166,7 @@ fn timeouts_and_no_metrics_retry_once() {
         let d1 = p.decide(&diag(c), 1, &[]);
         assert_eq!(d1.action, Action::Retry, "{c}");
         assert_eq!(d1.reason, format!("{c} — retry 1/1 in 30s"));
-        assert_eq!(p.decide(&diag(c), 2, &[]).action, Action::Operator, "{c}");
+        assert_eq!(p.decide(&diag(c), 2, &[]).action, Action::Skip, "{c}");
     }
 }
 
@@ -215,15 +226,16 @@ fn breaker_trips_after_n_runs_in_a_row() {
         ..PolicyConfig::default()
     });
     let d = diag(Category::CudaOom);
-    // Retries do not count; each run ends at the operator after one retry.
+    // Retries do not count; each run ends failed after one retry.
     for run in 1..=3 {
         assert_eq!(p.decide(&d, 1, &[]).action, Action::Retry);
         let end = p.decide(&d, 2, &[]);
         if run < 3 {
-            assert_eq!(end.action, Action::Operator, "run {run}");
+            assert_eq!(end.action, Action::Skip, "run {run}");
             assert!(end.pause_sweep.is_none());
         } else {
-            assert_eq!(end.action, Action::PauseSweep);
+            // The run stays failed; the sweep pauses.
+            assert_eq!(end.action, Action::Skip);
             // No model named: the pervasive rule sees every run of 3 commits failing.
             assert_eq!(
                 end.pause_sweep.as_deref(),
@@ -233,7 +245,9 @@ fn breaker_trips_after_n_runs_in_a_row() {
         }
     }
     // Tripping resets the streak.
-    assert_eq!(p.decide(&d, 2, &[]).action, Action::Operator);
+    let again = p.decide(&d, 2, &[]);
+    assert_eq!(again.action, Action::Skip);
+    assert!(again.pause_sweep.is_none());
 }
 
 #[test]
@@ -252,7 +266,7 @@ fn a_models_breaker_holds_only_that_model_and_the_hosts_still_pauses() {
         if i < 2 {
             assert!(d.hold_model.is_none(), "{d:?}");
         } else {
-            assert_eq!(d.action, Action::Operator);
+            assert_eq!(d.action, Action::Skip);
             assert!(d.pause_sweep.is_none(), "the sweep goes on: {d:?}");
             let (m, why) = d.hold_model.clone().unwrap();
             assert_eq!(m, "A");
@@ -276,7 +290,7 @@ fn a_models_breaker_holds_only_that_model_and_the_hosts_still_pauses() {
         last = Some(p.decide_in(Some(c), Some("A"), &disk, 9, &[]));
     }
     let last = last.unwrap();
-    assert_eq!(last.action, Action::PauseSweep, "{last:?}");
+    assert!(last.pause_sweep.is_some(), "{last:?}");
     assert!(last.hold_model.is_none());
 }
 
@@ -362,7 +376,7 @@ fn rate_limits_wait_without_spending_retries_or_the_breaker() {
     let cfg = PolicyConfig::from_toml("[retry_limits]\nregistry_rate_limited = 1\n", "p").unwrap();
     let mut p = policy(cfg);
     assert_eq!(p.decide(&d, 1, &[]).action, Action::Retry);
-    assert_eq!(p.decide(&d, 2, &[]).action, Action::Operator);
+    assert_eq!(p.decide(&d, 2, &[]).action, Action::Skip);
 }
 
 #[test]
@@ -405,7 +419,7 @@ fn breaker_can_be_disabled() {
             9,
             &[],
         );
-        assert_eq!(d.action, Action::Operator);
+        assert_eq!(d.action, Action::Skip);
         assert!(d.pause_sweep.is_none() && d.hold_model.is_none());
     }
 }
