@@ -185,12 +185,63 @@ def aa(n, release):
     return start, cv
 
 
+SERVE = ["--model", "nightshift/tiny-llama", "--dataset-name", "random", "--random-input-len", "64",
+         "--random-output-len", "32", "--num-prompts", "50", "--seed", "1"]
+BENCH_MODULE = ("import sys, importlib\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser as P\n"
+                "m = importlib.import_module('vllm.benchmarks.serve')\np = P()\nm.add_cli_args(p)\nm.main(p.parse_args())")
+
+
+def by_hand(release):
+    """One serving run as ISO-Bench's runners do it, in one shell: start the server
+    container, poll until it answers, run the client in it, remove it. Seconds."""
+    name = f"nightshift-real-hand-{os.getpid()}"
+    t0 = time.time()
+    sh(["docker", "run", "-d", "--name", name, "--shm-size", "1g", "-v", f"{HF}:/root/.cache/huggingface",
+        "-e", "HF_HUB_OFFLINE=1", "-e", "VLLM_CPU_KVCACHE_SPACE=1", IMAGE.format(release),
+        "python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "nightshift/tiny-llama",
+        "--dtype", "bfloat16", "--max-model-len", "1024"])
+    try:
+        while subprocess.run(["docker", "exec", name, "python3", "-c",
+                              "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/v1/models', timeout=2)"],
+                             capture_output=True).returncode != 0:
+            time.sleep(1)
+        sh(["docker", "exec", name, "python3", "-c", BENCH_MODULE] + SERVE)
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+    return time.time() - t0
+
+
+def overhead(ns, d, release="0.32.0", rounds=2):
+    """nightshift's own cost on a real run: the same serving run through nightshift (one
+    human run of the plan's first commit) and by hand, alternated, `rounds` times each.
+    Returns (nightshift seconds, by-hand seconds) summed."""
+    text = open(PLAN).read()
+    head, blocks = split_plan(text)
+    head = re.sub(r'(?m)^variants = .*$', 'variants = ["human"]', head)
+    block = re.sub(r"(?m)^repeats = \d+$", "repeats = 1", blocks[0][1])
+    ns_s = hand_s = 0.0
+    for i in range(rounds):
+        sub = os.path.join(d, f"overhead-{i}")
+        os.makedirs(sub, exist_ok=True)
+        plan = os.path.join(sub, "plan.toml")
+        with open(plan, "w") as f:
+            f.write(head + block)
+        env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=HF)
+        t0 = time.time()
+        subprocess.run([ns, "run", plan, "--headless", "--runtime", "docker", "--store", os.path.join(sub, "store"),
+                        "--disk-min-free-gb", "0", "--no-preflight"], env=env, capture_output=True)
+        ns_s += time.time() - t0
+        hand_s += by_hand(release)
+    return ns_s, hand_s
+
+
 def main():
     ap = argparse.ArgumentParser(prog="scripts/real-vllm.sh")
     ap.add_argument("store_dir")
     ap.add_argument("--cut", action="store_true", help="one succeeding commit and two failing ones (CI)")
     ap.add_argument("--check", action="store_true", help="exit 1 unless every run ended as the plan says")
     ap.add_argument("--aa", type=int, default=0, metavar="N", help="then the A/A noise: one release benchmarked N times")
+    ap.add_argument("--overhead", type=int, default=0, metavar="N", help="then nightshift's own cost: one serving run through nightshift and by hand, N times each, alternated")
     a = ap.parse_args()
     ns = os.path.join(REPO, "target", "debug", "nightshift")
     d = os.path.abspath(a.store_dir)
@@ -213,6 +264,10 @@ def main():
         start, cv = aa(a.aa, "0.32.0")
         print(f"real vllm: A/A on 0.32.0, {a.aa} runs on one server (started in {start:.0f} s): "
               + ", ".join(f"{k} CV {v * 100:.1f}%" for k, v in cv.items()), file=sys.stderr)
+    if a.overhead:
+        n, h = overhead(ns, d, rounds=a.overhead)
+        print(f"real vllm: nightshift's cost: {n:.1f} s through nightshift, {h:.1f} s by hand "
+              f"({a.overhead} serving run(s) each, alternated): ratio {n / h:.3f}", file=sys.stderr)
     print(line)
     if a.check and (problems or rc not in (0, 1)):
         sys.exit(1)

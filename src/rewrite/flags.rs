@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// How many values an option takes (argparse's `nargs` as far as a rewrite cares).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Arity {
     /// `store_true` / `store_false` / BooleanOptionalAction.
@@ -20,7 +20,7 @@ pub enum Arity {
 }
 
 /// The options one program accepts. Names are stored in their dash spelling.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct FlagSet {
     pub options: BTreeMap<String, Arity>,
     /// vLLM's FlexibleArgumentParser (v0.5.1+) also takes `--snake_case` spellings.

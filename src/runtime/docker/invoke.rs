@@ -29,7 +29,7 @@ pub const IMAGE_BENCHMARKS: &[&str] = &[
 const BASELINE_TREE: &str = "/opt/vllm_baseline";
 
 /// What a probe of one image found.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ImageFacts {
     pub interpreter: Option<String>,
     /// Set when vllm imports only with this on PYTHONPATH.
@@ -102,12 +102,74 @@ pub fn parse_probe(out: &str, workdir: &str) -> ImageFacts {
     f
 }
 
-/// Caches that live as long as the runtime (a night).
-#[derive(Default)]
+/// What images told us: in memory for the night, and on disk by image id between nights
+/// ([`super::memo`]).
 pub struct Caches {
     probes: Mutex<HashMap<String, Arc<ImageFacts>>>,
     /// (image id, benchmarks source, program) → learned flags (None: the help said nothing).
     helps: Mutex<HashMap<(String, String, String), Option<FlagSet>>>,
+    /// Where the memos live (None: this process only).
+    dir: Option<std::path::PathBuf>,
+}
+
+impl Default for Caches {
+    fn default() -> Self {
+        Caches::in_dir(super::memo::default_dir())
+    }
+}
+
+impl Caches {
+    pub fn in_dir(dir: Option<std::path::PathBuf>) -> Self {
+        Caches {
+            probes: Mutex::default(),
+            helps: Mutex::default(),
+            dir,
+        }
+    }
+
+    /// The probe of `image_id`, from memory or an earlier night.
+    fn probe(&self, image_id: &str) -> Option<Arc<ImageFacts>> {
+        if let Some(f) = self.probes.lock().unwrap().get(image_id) {
+            return Some(f.clone());
+        }
+        let memo = super::memo::load(self.dir.as_ref()?, image_id);
+        let f = Arc::new(memo.probe?);
+        self.probes
+            .lock()
+            .unwrap()
+            .insert(image_id.to_string(), f.clone());
+        Some(f)
+    }
+
+    fn keep_probe(&self, image_id: &str, f: Arc<ImageFacts>) {
+        if let Some(dir) = &self.dir {
+            let mut memo = super::memo::load(dir, image_id);
+            memo.probe = Some((*f).clone());
+            super::memo::save(dir, image_id, &memo);
+        }
+        self.probes.lock().unwrap().insert(image_id.to_string(), f);
+    }
+
+    /// A help answer by (image id, source, program), from memory or an earlier night.
+    fn help(&self, key: &(String, String, String)) -> Option<Option<FlagSet>> {
+        if let Some(h) = self.helps.lock().unwrap().get(key) {
+            return Some(h.clone());
+        }
+        let memo = super::memo::load(self.dir.as_ref()?, &key.0);
+        let h = memo.helps.get(&format!("{} {}", key.1, key.2))?.clone();
+        self.helps.lock().unwrap().insert(key.clone(), h.clone());
+        Some(h)
+    }
+
+    fn keep_help(&self, key: (String, String, String), flags: Option<FlagSet>) {
+        if let Some(dir) = &self.dir {
+            let mut memo = super::memo::load(dir, &key.0);
+            memo.helps
+                .insert(format!("{} {}", key.1, key.2), flags.clone());
+            super::memo::save(dir, &key.0, &memo);
+        }
+        self.helps.lock().unwrap().insert(key, flags);
+    }
 }
 
 /// Everything the run container and the benchmark exec need.
@@ -143,7 +205,7 @@ impl DockerRuntime {
             .filter(|w| !w.is_empty())
             .unwrap_or_else(|| "/".into());
         let mut probe: Option<String> = None;
-        let cached = self.caches.probes.lock().unwrap().get(&info.id).cloned();
+        let cached = self.caches.probe(&info.id);
         let facts = match cached {
             Some(f) => f,
             None => {
@@ -160,11 +222,7 @@ impl DockerRuntime {
                 probe = Some(name);
                 let f = Arc::new(parse_probe(&out, &workdir));
                 if code == 0 && f.interpreter.is_some() {
-                    self.caches
-                        .probes
-                        .lock()
-                        .unwrap()
-                        .insert(info.id.clone(), f.clone());
+                    self.caches.keep_probe(&info.id, f.clone());
                 }
                 f
             }
@@ -295,7 +353,7 @@ impl DockerRuntime {
                 source_key.clone(),
                 format!("{program:?}{}", if *via_module { " module" } else { "" }),
             );
-            let hit = self.caches.helps.lock().unwrap().get(&key).cloned();
+            let hit = self.caches.help(&key);
             let got = match hit {
                 Some(h) => h,
                 None => {
@@ -370,7 +428,7 @@ impl DockerRuntime {
                         ),
                     )
                     .await;
-                    self.caches.helps.lock().unwrap().insert(key, flags.clone());
+                    self.caches.keep_help(key, flags.clone());
                     flags
                 }
             };

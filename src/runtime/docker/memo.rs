@@ -1,0 +1,124 @@
+//! What an image told us, kept between nights: its probe (interpreter, where vLLM lives)
+//! and its client's `--help`, by image id. An id names the image's content, so an answer
+//! never goes stale; a night that meets an image a previous night probed starts its runs
+//! without the tens of seconds a vLLM import costs on each probe.
+//!
+//! One small JSON file per image under `$XDG_CACHE_HOME/nightshift/images/` (else
+//! `~/.cache/…`), in a folder only the user can enter, written whole and renamed into
+//! place. A torn, foreign or oversized file is ignored: the image is asked again.
+
+use super::invoke::ImageFacts;
+use crate::rewrite::flags::FlagSet;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// No memo is this large; the bound keeps a planted file from costing memory.
+const MAX_BYTES: u64 = 1 << 20;
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Memo {
+    pub probe: Option<ImageFacts>,
+    /// (benchmarks source, program) → the flags learned (None: the help said nothing).
+    pub helps: BTreeMap<String, Option<FlagSet>>,
+}
+
+/// `$XDG_CACHE_HOME/nightshift/images` (else `~/.cache/…`).
+pub fn default_dir() -> Option<PathBuf> {
+    crate::preflight::cache::default_path().and_then(|p| p.parent().map(|d| d.join("images")))
+}
+
+fn file(dir: &Path, image_id: &str) -> Option<PathBuf> {
+    let hex = image_id.strip_prefix("sha256:").unwrap_or(image_id);
+    (!hex.is_empty() && hex.len() <= 128 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| dir.join(format!("{hex}.json")))
+}
+
+/// The memo of `image_id`, or an empty one.
+pub fn load(dir: &Path, image_id: &str) -> Memo {
+    let Some(path) = file(dir, image_id) else {
+        return Memo::default();
+    };
+    let mut bytes = Vec::new();
+    let read =
+        std::fs::File::open(&path).and_then(|f| f.take(MAX_BYTES + 1).read_to_end(&mut bytes));
+    if read.is_err() || bytes.len() as u64 > MAX_BYTES {
+        return Memo::default();
+    }
+    serde_json::from_slice(&bytes).unwrap_or_default()
+}
+
+/// Writes `memo` for `image_id`. Failing costs the next night a probe, so it is only logged.
+pub fn save(dir: &Path, image_id: &str, memo: &Memo) {
+    let Some(path) = file(dir, image_id) else {
+        return;
+    };
+    let wrote = (|| -> std::io::Result<()> {
+        private_dir(dir)?;
+        let tmp = tempfile::NamedTempFile::new_in(dir)?;
+        serde_json::to_writer(&tmp, memo)?;
+        tmp.persist(&path).map_err(|e| e.error)?;
+        Ok(())
+    })();
+    if let Err(e) = wrote {
+        tracing::debug!("image memo {}: {e}", path.display());
+    }
+}
+
+/// Creates `dir` for this user alone; refuses one that another user owns or may write.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let m = std::fs::symlink_metadata(dir)?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if !m.is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
+        return Err(std::io::Error::other(format!(
+            "{} is not a folder of this user's alone",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_memo_survives_and_a_bad_one_is_ignored() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("images");
+        let id = "sha256:0123abcd";
+        let mut m = Memo {
+            probe: Some(ImageFacts {
+                interpreter: Some("/opt/venv/bin/python3".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        m.helps.insert(
+            "image Cli(\"serve\") module".into(),
+            Some(FlagSet::from_list("--seed --num-prompts", true)),
+        );
+        save(&dir, id, &m);
+        let back = load(&dir, id);
+        assert_eq!(back.probe, m.probe);
+        assert_eq!(back.helps, m.helps);
+        // Only this user may enter the folder.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        // A torn file, a name that is not an id, an oversized file: asked again.
+        std::fs::write(dir.join("0123abcd.json"), b"{\"probe\": ").unwrap();
+        assert!(load(&dir, id).probe.is_none());
+        assert!(load(&dir, "../../etc/passwd").probe.is_none());
+        let big = vec![b' '; (MAX_BYTES + 10) as usize];
+        std::fs::write(dir.join("0123abcd.json"), big).unwrap();
+        assert!(load(&dir, id).probe.is_none());
+    }
+}
