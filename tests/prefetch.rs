@@ -122,6 +122,34 @@ async fn lfs_files_come_through_the_hubs_cdn_redirect_without_the_token() {
     assert!(hub_side.iter().all(|r| r.auth.is_some()));
 }
 
+/// The real Hub answers `resolve` of a small file with a 307 to a path of its own: the
+/// size probe follows it on the Hub, and the files arrive whole.
+#[tokio::test]
+async fn the_hubs_own_redirects_for_small_files_are_followed() {
+    let fake = FakeHub::start();
+    fake.st.redirect_small.store(true, Ordering::Relaxed);
+    fake.st.hide_sizes.store(true, Ordering::Relaxed);
+    fake.add("org/tiny", C1, &tiny_model());
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = fake.hub(tmp.path(), Some(TOKEN));
+    let plan = hub.plan_model("org/tiny", None).await.unwrap();
+    let config = plan.files.iter().find(|f| f.path == "config.json").unwrap();
+    assert_eq!(
+        config.size,
+        br#"{"architectures":["LlamaForCausalLM"]}"#.len() as u64
+    );
+    hub.fetch_model(&plan, |_| {}).await.unwrap();
+    let snap = tmp.path().join("hub/models--org--tiny/snapshots").join(C1);
+    assert_eq!(
+        std::fs::read(snap.join("config.json")).unwrap(),
+        br#"{"architectures":["LlamaForCausalLM"]}"#
+    );
+    assert!(fake
+        .requests()
+        .iter()
+        .any(|r| r.path.starts_with("/api/resolve-cache/models/org/tiny/")));
+}
+
 #[tokio::test]
 async fn a_listing_without_sizes_is_probed_per_file_without_leaking_the_token() {
     let fake = FakeHub::start();

@@ -157,3 +157,28 @@ fn an_unreachable_hub_leaves_models_unchecked_not_passed() {
         "{absent:#}"
     );
 }
+
+/// The real Hub answers `resolve` of config.json with a 307 to a path of its own: preflight
+/// follows it (on the same host) and reads the model's facts as before.
+#[test]
+fn the_hubs_own_redirects_are_followed() {
+    let hub = hub();
+    hub.st
+        .redirect_small
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = plan(tmp.path());
+    let doc = preflight(&plan, &hub.url, Some(HUB_TOKEN));
+    let fits = commit(&doc, 0);
+    assert_ne!(fits["verdict"], "blocked", "{fits:#}");
+    assert_eq!(fits["weights_bytes"], 16_000_000_000u64, "{fits:#}");
+    let text = fits.to_string();
+    assert!(!text.contains("HTTP 307"), "{fits:#}");
+    assert!(
+        hub.requests()
+            .iter()
+            .any(|r| r.path.starts_with("/api/resolve-cache/models/org/fits/")),
+        "the redirect was not followed"
+    );
+    assert_eq!(hub.weight_gets(), 0);
+}

@@ -170,6 +170,13 @@ class _Hub(http.server.BaseHTTPRequestHandler):
             sib = [{"rfilename": n, "size": len(t)} for n, t in files_of(mid).items()]
             sib.append({"rfilename": "model-00001-of-00001.safetensors", "size": m["bytes"]})
             return self.reply(200, json.dumps({"id": mid, "sha": "0" * 40, "gated": "manual" if m.get("gated") else False, "siblings": sib}))
+        if path.startswith("/api/resolve-cache/models/"):
+            # Where the real Hub's 307 for a small file leads: <org>/<name>/<commit>/<file>.
+            parts = path[len("/api/resolve-cache/models/"):].split("/", 3)
+            files = files_of("/".join(parts[:2])) if len(parts) == 4 and "/".join(parts[:2]) in models else {}
+            if len(parts) == 4 and parts[3] in files:
+                return self.reply(200, files[parts[3]])
+            return self.reply(404, "Entry not found", "text/plain")
         if "/resolve/" in path:
             mid, rest = path.lstrip("/").split("/resolve/", 1)
             name = rest.split("/", 1)[-1]
@@ -179,7 +186,9 @@ class _Hub(http.server.BaseHTTPRequestHandler):
                 return self.reply(403, f"Access to model {mid} is restricted.", "text/plain", [("X-Error-Code", "GatedRepo")])
             files = files_of(mid)
             if name in files:
-                return self.reply(200, files[name])
+                # As huggingface.co answers (seen 2026): a 307 to a path of its own.
+                return self.reply(307, "", "text/plain", [("Location", f"/api/resolve-cache/models/{mid}/{'0' * 40}/{name}"),
+                                                          ("X-Repo-Commit", "0" * 40)])
             return self.reply(404, "Entry not found", "text/plain", [("X-Error-Code", "EntryNotFound")])
         return self.reply(404, "no route", "text/plain")
 

@@ -98,9 +98,31 @@ impl Hub {
         url: &str,
     ) -> Result<(u64, String), FetchError> {
         let one_byte = |c: &reqwest::Client, u: &str| c.get(u).header(RANGE, "bytes=0-0").send();
-        let resp = one_byte(&self.probe_client, url)
+        let mut resp = one_byte(&self.probe_client, url)
             .await
             .map_err(|e| ctx.reqwest(&e))?;
+        // The Hub's own redirects (a small file's `/api/resolve-cache/…`, a renamed repo)
+        // stay on the Hub: followed with the token, as huggingface_hub follows relative
+        // ones. A redirect elsewhere is a CDN: handled below, without the token.
+        for _ in 0..5 {
+            if !resp.status().is_redirection() || header(resp.headers(), "x-linked-etag").is_some()
+            {
+                break;
+            }
+            let Some(next) = header(resp.headers(), LOCATION.as_str())
+                .and_then(|l| resp.url().join(l).ok())
+                .filter(|n| {
+                    n.scheme() == resp.url().scheme()
+                        && n.host_str() == resp.url().host_str()
+                        && n.port_or_known_default() == resp.url().port_or_known_default()
+                })
+            else {
+                break;
+            };
+            resp = one_byte(&self.probe_client, next.as_str())
+                .await
+                .map_err(|e| ctx.reqwest(&e))?;
+        }
         let status = resp.status();
         if !(status.is_success() || status.is_redirection()) {
             return Err(ctx.status(status.as_u16(), error_code(resp.headers()), url));

@@ -155,21 +155,39 @@ impl HubClient {
     }
 
     /// A small file of the repo at `main` (config.json, the index), or its status.
+    ///
+    /// The real Hub answers `resolve` of a small file with a 307 to a path of its own
+    /// (`/api/resolve-cache/…`, or a renamed repo's new name): those are followed, as
+    /// huggingface_hub does, with the token. A redirect to another host is a CDN serving
+    /// LFS content: never followed (the token stays on the Hub), and not metadata.
     async fn file(&self, model: &str, name: &str) -> Result<Result<Vec<u8>, u16>, Unreachable> {
-        let url = format!("{}/{model}/resolve/main/{name}", self.endpoint);
-        let r = self.get(&url).await?;
-        let status = r.status();
-        if status.is_redirection() {
-            // Small files are served by the Hub itself; a redirect means LFS: not metadata.
-            return Ok(Err(status.as_u16()));
+        let mut url = format!("{}/{model}/resolve/main/{name}", self.endpoint);
+        for _ in 0..=MAX_REDIRECTS {
+            let r = self.get(&url).await?;
+            let status = r.status();
+            if status.is_redirection() {
+                let next = r
+                    .headers()
+                    .get(reqwest::header::LOCATION)
+                    .and_then(|l| l.to_str().ok())
+                    .and_then(|l| same_host(&url, l));
+                match next {
+                    Some(n) => {
+                        url = n;
+                        continue;
+                    }
+                    None => return Ok(Err(status.as_u16())),
+                }
+            }
+            if !status.is_success() {
+                return Ok(Err(status.as_u16()));
+            }
+            return Ok(read_bounded(r, MAX_SMALL_FILE)
+                .await
+                .map_err(|_| status.as_u16()));
         }
-        if !status.is_success() {
-            return Ok(Err(status.as_u16()));
-        }
-        Ok(r.bytes()
-            .await
-            .map(|b| b.to_vec())
-            .map_err(|_| status.as_u16()))
+        // A redirect loop: nothing read.
+        Ok(Err(310))
     }
 
     /// Everything the Hub says about `model`, filling what `cached` lacks.
@@ -199,7 +217,13 @@ impl HubClient {
             }
             _ => {}
         }
-        let info: serde_json::Value = r.json().await.unwrap_or_default();
+        let info: serde_json::Value = match read_bounded(r, MAX_MODEL_INFO).await {
+            Ok(b) => serde_json::from_slice(&b).unwrap_or_default(),
+            Err(e) => {
+                m.unchecked.push(format!("its model info: {e}"));
+                return Ok(m);
+            }
+        };
         m.exists = Some(true);
         if m.source.is_empty() {
             m.source = "hub".into();
@@ -289,6 +313,39 @@ impl HubClient {
     }
 }
 
+/// Redirects followed for one small file (huggingface_hub follows a handful too).
+const MAX_REDIRECTS: usize = 5;
+/// config.json, a tokenizer config or a safetensors index: far below this.
+const MAX_SMALL_FILE: usize = 16 << 20;
+/// The model info with every file listed (`?blobs=true`): a repo with thousands of files
+/// stays below this.
+const MAX_MODEL_INFO: usize = 64 << 20;
+
+/// `location` resolved against `from`, when it stays on the same scheme, host and port.
+fn same_host(from: &str, location: &str) -> Option<String> {
+    let base = reqwest::Url::parse(from).ok()?;
+    let next = base.join(location).ok()?;
+    (next.scheme() == base.scheme()
+        && next.host_str() == base.host_str()
+        && next.port_or_known_default() == base.port_or_known_default())
+    .then(|| next.to_string())
+}
+
+/// The body, refused past `max` bytes (a Hub answer is never read whole on trust).
+async fn read_bounded(mut r: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+    if r.content_length().is_some_and(|n| n > max as u64) {
+        return Err(format!("the Hub's answer is over {} MiB", max >> 20));
+    }
+    let mut out = Vec::new();
+    while let Some(chunk) = r.chunk().await.map_err(|e| e.to_string())? {
+        if out.len() + chunk.len() > max {
+            return Err(format!("the Hub's answer is over {} MiB", max >> 20));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
 fn dtype_bytes(dtype: &str) -> u64 {
     match dtype.to_ascii_uppercase().as_str() {
         "F64" | "I64" => 8,
@@ -301,6 +358,31 @@ fn dtype_bytes(dtype: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redirects_stay_on_the_hub() {
+        let from = "https://huggingface.co/org/m/resolve/main/config.json";
+        assert_eq!(
+            same_host(from, "/api/resolve-cache/models/org/m/abc/config.json").as_deref(),
+            Some("https://huggingface.co/api/resolve-cache/models/org/m/abc/config.json")
+        );
+        assert_eq!(
+            same_host(
+                from,
+                "https://huggingface.co/org/renamed/resolve/main/config.json"
+            )
+            .as_deref(),
+            Some("https://huggingface.co/org/renamed/resolve/main/config.json")
+        );
+        for away in [
+            "https://cdn-lfs.hf.co/repos/ab/cd/xyz",
+            "http://huggingface.co/x",
+            "https://huggingface.co:8443/x",
+            "//evil.example/x",
+        ] {
+            assert_eq!(same_host(from, away), None, "{away}");
+        }
+    }
 
     #[test]
     fn the_cache_gives_config_and_index_size() {

@@ -36,6 +36,9 @@ pub struct State {
     /// Answer `resolve` of LFS files as the Hub does: a redirect to another host (here
     /// `localhost` instead of `127.0.0.1`) that serves `/cdn/<sha256>`.
     pub redirect_lfs: std::sync::atomic::AtomicBool,
+    /// Answer `resolve` of small files as the real Hub does (seen 2026): a 307 to a path of
+    /// its own, `/api/resolve-cache/models/<repo>/<commit>/<file>`, which serves it.
+    pub redirect_small: std::sync::atomic::AtomicBool,
     /// Model info without sizes and blob ids (`?blobs=true` ignored), as a bare mirror
     /// might answer: nightshift must probe each file.
     pub hide_sizes: std::sync::atomic::AtomicBool,
@@ -226,6 +229,30 @@ pub fn serve(mut conn: TcpStream, st: &State) {
             None => reply(404, vec![], b"no such object"),
         };
     }
+    if let Some(rest) = path.strip_prefix("/api/resolve-cache/models/") {
+        // <org>/<name>/<commit>/<file>
+        let parts: Vec<&str> = rest.splitn(4, '/').collect();
+        let found = (parts.len() == 4)
+            .then(|| repos.get(&format!("{}/{}", parts[0], parts[1])))
+            .flatten()
+            .filter(|r| r.commit == parts[2])
+            .and_then(|r| {
+                r.files
+                    .iter()
+                    .find(|(n, _, _)| n == parts[3])
+                    .map(|f| (r, f))
+            });
+        return match found {
+            Some((repo, (name, data, sha))) => {
+                let h = vec![
+                    ("etag", format!("\"{}\"", blob_id(name, sha))),
+                    ("x-repo-commit", repo.commit.clone()),
+                ];
+                send_range(&headers, data, h, &mut reply)
+            }
+            None => reply(404, vec![], b"Entry not found"),
+        };
+    }
     let Some((left, right)) = path.split_once("/resolve/") else {
         return reply(404, vec![], b"no route");
     };
@@ -253,6 +280,16 @@ pub fn serve(mut conn: TcpStream, st: &State) {
             ("x-repo-commit", repo.commit.clone()),
         ];
         return reply(302, h, b"");
+    }
+    if !is_lfs(name) && st.redirect_small.load(Ordering::Relaxed) {
+        let h = vec![
+            (
+                "location",
+                format!("/api/resolve-cache/models/{key}/{}/{name}", repo.commit),
+            ),
+            ("x-repo-commit", repo.commit.clone()),
+        ];
+        return reply(307, h, b"");
     }
     let h = vec![
         ("etag", format!("\"{}\"", blob_id(name, sha))),
