@@ -121,7 +121,7 @@ def summary(ns, store, titles, check):
         c = next((c for c in commits if c["commit"].startswith(r["commit"])), {})
         title_of[r["commit"]] = c.get("title", "")
     status = collections.Counter()
-    named, failed_cats, problems, releases = set(), collections.Counter(), [], set()
+    named, failed_cats, problems, releases = 0, collections.Counter(), [], set()
     zero_results = 0
     for run in runs:
         rec = last.get(run["key"])
@@ -129,7 +129,7 @@ def summary(ns, store, titles, check):
         status[st] += 1
         title = title_of.get(run["commit"], "")
         if st == "skipped":
-            named.add(run["commit"])
+            named += 1
         if st == "failed":
             failed_cats[rec.get("category") or "other"] += 1
         if rec and st == "success":
@@ -146,7 +146,7 @@ def summary(ns, store, titles, check):
             problems.append(f"{run['key']} ({title}): {got} {rec.get('category') if rec else ''}, expected {w}")
     total = sum(status.values())
     cats = ", ".join(f"{c}={n}" for c, n in sorted(failed_cats.items(), key=lambda x: (-x[1], x[0])))
-    line = (f"real vllm: {status['success']}/{total} runs success; named before the night: {len(named)}; "
+    line = (f"real vllm: {status['success']}/{total} runs success; named before the night: {named}; "
             f"failed during the night: {status['failed']} ({cats}); releases {', '.join(sorted(releases)) or '(none)'}")
     if zero_results:
         problems.append(f"{zero_results} run(s) with 0 successful requests counted as a result")
