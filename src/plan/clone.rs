@@ -187,6 +187,18 @@ impl Clone {
 
     /// Whether the tree at `rev` mentions `needle` under `dir` (`git grep -F`): `None`
     /// when git cannot answer (unknown revision).
+    /// Whether `path` (a file or a folder) is in the tree at `rev`.
+    pub fn has_path(&self, rev: &str, path: &str) -> bool {
+        Command::new("git")
+            .arg("-C")
+            .arg(&self.dir)
+            .args(["cat-file", "-e", &format!("{rev}:{path}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
     pub fn tree_mentions(&self, rev: &str, dir: &str, needle: &str) -> Option<bool> {
         let out = Command::new("git")
             .arg("-C")

@@ -48,6 +48,10 @@ pub struct ModelFacts {
     pub source: String,
     /// Why something could not be learned (`--offline and not in the HF cache`).
     pub unchecked: Vec<String>,
+    /// Set when the repo's file list shows nothing vLLM can load: no `config.json` and no
+    /// weight file at the top level (a NeMo checkpoint, a dataset-like repo). The evidence.
+    #[serde(default)]
+    pub unloadable: Option<String>,
 }
 
 impl ModelFacts {

@@ -116,14 +116,20 @@ pub async fn gather(plan: &Plan, opts: &Options) -> Facts {
                 .get(&model)
                 .and_then(|m| m.architectures().into_iter().next());
             if let Some(arch) = arch {
+                const MODELS: &str = "vllm/model_executor/models";
                 for (v, rev) in revisions(plan, ci) {
-                    let k = match cl.tree_mentions(
-                        &rev,
-                        "vllm/model_executor/models",
-                        &format!("\"{arch}\""),
-                    ) {
-                        Some(b) => Known::Yes(b),
-                        None => Known::Unknown(format!("git grep at {rev} failed")),
+                    // No registry folder in the tree is no evidence about the model: a
+                    // shallow or partial clone, a moved folder. Only a registry that lacks
+                    // the architecture is.
+                    let k = if !cl.has_path(&rev, MODELS) {
+                        Known::Unknown(format!(
+                            "{MODELS} is not in the clone's tree at {rev}: {arch} not looked up"
+                        ))
+                    } else {
+                        match cl.tree_mentions(&rev, MODELS, &format!("\"{arch}\"")) {
+                            Some(b) => Known::Yes(b),
+                            None => Known::Unknown(format!("git grep at {rev} failed")),
+                        }
                     };
                     cf.arch_in_tree.insert(v, k);
                 }

@@ -256,6 +256,7 @@ impl HubClient {
         if m.weights_bytes.is_none() {
             m.weights_bytes = self.weights(model, &info).await?;
         }
+        m.unloadable = unloadable(&info);
         Ok(m)
     }
 
@@ -313,6 +314,31 @@ impl HubClient {
     }
 }
 
+/// The evidence that vLLM cannot load a repo, from its listing: no `config.json` and no
+/// weight file vLLM reads at the top level. None when the listing is absent or empty (no
+/// evidence either way) or when either is there.
+fn unloadable(info: &serde_json::Value) -> Option<String> {
+    let names: Vec<&str> = info
+        .get("siblings")?
+        .as_array()?
+        .iter()
+        .filter_map(|s| s.get("rfilename")?.as_str())
+        .collect();
+    if names.is_empty() || names.contains(&"config.json") {
+        return None;
+    }
+    let weights = select_files(&names, None).iter().any(|s| s.weights);
+    (!weights).then(|| {
+        let sample: Vec<&str> = names.iter().take(4).copied().collect();
+        format!(
+            "its {} files hold no config.json and no weights vLLM loads (*.safetensors, *.bin, *.pt at the top level; it has {}{})",
+            names.len(),
+            sample.join(", "),
+            if names.len() > 4 { ", …" } else { "" }
+        )
+    })
+}
+
 /// Redirects followed for one small file (huggingface_hub follows a handful too).
 const MAX_REDIRECTS: usize = 5;
 /// config.json, a tokenizer config or a safetensors index: far below this.
@@ -358,6 +384,22 @@ fn dtype_bytes(dtype: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repo_with_nothing_vllm_loads_is_evidence() {
+        let nemo = serde_json::json!({"siblings": [
+            {"rfilename": ".gitattributes"}, {"rfilename": "README.md"},
+            {"rfilename": "model_config.yaml"}, {"rfilename": "model_weights/common.pt"}
+        ]});
+        assert!(unloadable(&nemo).unwrap().contains("no config.json"));
+        let ok = serde_json::json!({"siblings": [
+            {"rfilename": "config.json"}, {"rfilename": "model.safetensors"}
+        ]});
+        assert_eq!(unloadable(&ok), None);
+        // No listing is no evidence.
+        assert_eq!(unloadable(&serde_json::json!({})), None);
+        assert_eq!(unloadable(&serde_json::json!({"siblings": []})), None);
+    }
 
     #[test]
     fn redirects_stay_on_the_hub() {

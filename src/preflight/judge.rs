@@ -285,6 +285,10 @@ fn model_checks(
         f.block(ALL, "model_not_found", why);
         return;
     }
+    if let Some(why) = &mf.unloadable {
+        f.block(ALL, "model_not_found", format!("{model}: {why}"));
+        return;
+    }
     if mf.gated == Some(true) && mf.access == Some(false) {
         f.block(
             ALL,
@@ -309,7 +313,10 @@ fn model_checks(
                             ),
                         ),
                         Some(Known::Yes(true)) => {}
-                        _ => {
+                        other => {
+                            if let Some(Known::Unknown(why)) = other {
+                                f.unchecked(format!("{v}: {why}"));
+                            }
                             if let (Some(first), Some(ver)) = (arch_first(a), &version) {
                                 if PyVersion::parse(first).is_some_and(|p| *ver < p) {
                                     f.block(
