@@ -290,6 +290,14 @@ fn placeholder_reason(value: &str, flag: &str) -> Option<&'static str> {
     if is_caps && !UPPERCASE_VALUE_FLAGS.contains(&flag) {
         return Some("an all-capitals value is a placeholder to fill in");
     }
+    // A JSON value (`--speculative-config '{"method": "ngram"}'`, histogram buckets, hf
+    // overrides) is a value, whatever brackets it holds.
+    let t = value.trim_start();
+    if (t.starts_with('{') || t.starts_with('['))
+        && serde_json::from_str::<serde_json::Value>(value).is_ok_and(|v| !v.is_string())
+    {
+        return None;
+    }
     if value.contains('<') && value.contains('>') {
         return Some("`<...>` is a placeholder to fill in");
     }
@@ -363,6 +371,8 @@ mod tests {
             "--kv-cache-dtype FP8",
             "--attention-backend FLASH_ATTN",
             "--x 10",
+            r#"--custom-histogram-buckets '{"time_to_first_token":[0.01,0.1,1.0]}'"#,
+            r#"--speculative-config '{"method": "ngram", "num_speculative_tokens": 5}'"#,
         ] {
             let v = CommandView::parse(&format!("python benchmarks/benchmark_serving.py {fine}"))
                 .unwrap();

@@ -26,6 +26,7 @@ pub mod night;
 pub mod observer;
 pub mod overrides;
 pub mod parse;
+pub mod patchfile;
 pub mod plan;
 pub mod policy;
 pub mod prefetch;

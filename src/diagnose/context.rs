@@ -38,6 +38,8 @@ pub struct FailureContext {
     pub bench_invalid: Option<String>,
     /// The run's image needs a build from source that was off or failed, and why.
     pub needs_build: Option<String>,
+    /// An agent run: the files its patch changes (paths inside the tree, `vllm/x.py`).
+    pub patched_files: Vec<String>,
 }
 
 impl FailureContext {

@@ -9,6 +9,7 @@
 
 mod capture;
 pub mod catalog;
+mod patch_blame;
 
 pub mod context;
 pub mod predict;

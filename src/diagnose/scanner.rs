@@ -58,7 +58,13 @@ pub struct Scanner {
     recent_server: VecDeque<Recent>,
     capture: CaptureWatch<Cand>,
     telling: Telling,
+    /// Source files named by traceback frames (`File "…/x.py", line N`), so a failure in
+    /// code the agent's patch changed can be blamed on the patch. Bounded.
+    frames: std::collections::BTreeSet<String>,
 }
+
+/// Distinct traceback files kept per attempt.
+const MAX_FRAMES: usize = 512;
 
 impl Scanner {
     pub fn new(catalog: Arc<Catalog>) -> Self {
@@ -76,6 +82,7 @@ impl Scanner {
             recent_server: VecDeque::with_capacity(RECENT_SERVER),
             capture: CaptureWatch::default(),
             telling: Telling::default(),
+            frames: std::collections::BTreeSet::new(),
         }
     }
 
@@ -106,6 +113,11 @@ impl Scanner {
             return;
         }
         let line_no = self.line_no;
+        if self.frames.len() < MAX_FRAMES {
+            if let Some(f) = super::patch_blame::frame_file(clean) {
+                self.frames.insert(f.to_string());
+            }
+        }
         let cand = || Cand {
             raw: text::evidence(line),
             line_no,
@@ -339,6 +351,7 @@ impl Scanner {
             return None;
         }
         self.decide(ctx, ctx.shows_failure())
+            .map(|d| super::patch_blame::blame(d, &ctx.patched_files, &self.frames))
             .map(|d| self.with_telling(d))
     }
 

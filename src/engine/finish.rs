@@ -70,7 +70,8 @@ impl Engine {
             .vllm_version
             .clone()
             .or(commit.vllm_version.clone());
-        let ctx = failure_context(stage, &report.end, &commit, vllm, &result);
+        let mut ctx = failure_context(stage, &report.end, &commit, vllm, &result);
+        ctx.patched_files = patched_files(&self.plan, &spec);
         let diagnosis = a
             .scanner
             .conclude(&ctx)
@@ -341,6 +342,29 @@ fn end_text(end: &RunEnd) -> String {
 }
 
 /// What the diagnoser is told of an attempt's end besides its lines.
+/// The files an agent run's patch changes, for blaming a failure raised in them on the
+/// patch (read with a bound; a patch that cannot be read blames nothing).
+fn patched_files(plan: &crate::plan::Plan, spec: &crate::plan::RunSpec) -> Vec<String> {
+    use std::io::Read;
+    let Some(p) = &spec.patch else {
+        return Vec::new();
+    };
+    let path = plan
+        .path
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join(p);
+    let mut text = String::new();
+    let read = std::fs::File::open(&path).and_then(|f| {
+        f.take(crate::plan::limits::MAX_PATCH_BYTES)
+            .read_to_string(&mut text)
+    });
+    if read.is_err() {
+        return Vec::new();
+    }
+    crate::patchfile::all_paths(&text).into_iter().collect()
+}
+
 fn failure_context(
     stage: Stage,
     end: &RunEnd,
@@ -380,5 +404,6 @@ fn failure_context(
             _ => None,
         },
         disk_full: matches!(end, RunEnd::DiskFull { .. }),
+        patched_files: Vec::new(),
     }
 }

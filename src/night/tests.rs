@@ -16,7 +16,8 @@ fn night(prefetch: bool, share: bool, disk_gb: u64) -> Night {
 fn prefetch_is_within_a_tenth_of_the_bound_and_gpus_barely_wait() {
     for share in [false, true] {
         let n = night(true, share, 500);
-        assert_eq!(n.runs, 255, "{n:?}");
+        // 86 runnable commits × 3 (f26c4aee's unlisted engine flag is the engine's to judge).
+        assert_eq!(n.runs, 258, "{n:?}");
         assert!(n.makespan_s >= n.lower_bound_s, "{n:?}");
         assert!(
             n.ratio() <= 1.10,
@@ -143,7 +144,7 @@ fn big_runs_first_and_a_commits_variants_together() {
     by_rank.sort();
     let order: Vec<u32> = by_rank.iter().filter_map(|(_, c)| gpus(*c)).collect();
     let big = order.iter().filter(|g| **g > 1).count();
-    assert_eq!(big, 6, "three TP-8, two TP-4, one TP-2: {order:?}");
+    assert_eq!(big, 7, "three TP-8, three TP-4, one TP-2: {order:?}");
     assert!(order[..big].windows(2).all(|w| w[0] >= w[1]), "{order:?}");
     assert!(order[big..].iter().all(|g| *g == 1), "{order:?}");
     // A commit's three runs span about two runs' time on average, not the night.

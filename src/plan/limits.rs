@@ -123,3 +123,7 @@ fn timeout_problem(s: u64) -> Option<String> {
         None
     }
 }
+
+/// An agent's patch read by nightshift (preflight, the diagnoser) is at most this long:
+/// real patches are kilobytes; a path that names a device or a huge file costs no memory.
+pub const MAX_PATCH_BYTES: u64 = 16 << 20;

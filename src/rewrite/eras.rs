@@ -69,6 +69,7 @@ fn at_least(version: &PyVersion, from: &str) -> bool {
 
 /// The engine's flags in `version`'s era; `None` = every flag any era had.
 pub fn engine(version: Option<&PyVersion>) -> FlagSet {
+    // The common flags only (real-images.md §2): a flag missing here says nothing.
     let mut out = FlagSet::default();
     for (list, from, until) in ENGINE {
         let live = match version {
@@ -111,7 +112,10 @@ pub fn client(kind: BenchKind, version: Option<&PyVersion>) -> FlagSet {
     match version {
         Some(ver) => client_at(kind, ver),
         None => {
-            let mut all = FlagSet::default();
+            let mut all = FlagSet {
+                complete: true,
+                ..FlagSet::default()
+            };
             for (from, _) in SERVING {
                 all.extend(&client_at(kind, &v(from)));
             }
@@ -164,6 +168,28 @@ fn client_at(kind: BenchKind, ver: &PyVersion) -> FlagSet {
     set.underscores = underscores;
     set
 }
+
+/// The offline scripts' own options that no vLLM engine or server takes: given to a
+/// client that lacks them, they are a mistake, not an unlisted engine flag.
+pub const OFFLINE_ONLY: &[&str] = &[
+    "--input-len",
+    "--output-len",
+    "--batch-size",
+    "--num-iters",
+    "--num-iters-warmup",
+    "--n",
+    "--use-beam-search",
+    "--dataset",
+    "--output-json",
+    "--hf-max-batch-size",
+    "--async-engine",
+    "--disable-frontend-multiprocessing",
+    "--profile-result-dir",
+    "--prefix-len",
+    "--repeat-count",
+    "--input-length-range",
+    "--sort",
+];
 
 /// Options the serving client and the server both take, with the same meaning for the run
 /// (the tokenizer the client counts with must be the model's; remote code must be trusted

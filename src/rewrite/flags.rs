@@ -25,6 +25,11 @@ pub struct FlagSet {
     pub options: BTreeMap<String, Arity>,
     /// vLLM's FlexibleArgumentParser (v0.5.1+) also takes `--snake_case` spellings.
     pub underscores: bool,
+    /// Every option the program takes is here (its own `--help`, or an era table read
+    /// whole from vLLM's source), so an option missing from it is evidence the program
+    /// refuses it. False for the engine-flag tables, which list the common flags only.
+    #[serde(default)]
+    pub complete: bool,
 }
 
 impl FlagSet {
@@ -43,6 +48,7 @@ impl FlagSet {
         FlagSet {
             options,
             underscores,
+            complete: true,
         }
     }
 
@@ -50,11 +56,13 @@ impl FlagSet {
         self.options.is_empty()
     }
 
+    /// The union; complete only when both are.
     pub fn extend(&mut self, other: &FlagSet) {
         for (k, v) in &other.options {
             self.options.entry(k.clone()).or_insert(*v);
         }
         self.underscores |= other.underscores;
+        self.complete &= other.complete;
     }
 
     pub fn accepts(&self, name: &str) -> bool {
@@ -109,6 +117,7 @@ impl FlagSet {
         Some(FlagSet {
             options,
             underscores: false,
+            complete: true,
         })
     }
 }

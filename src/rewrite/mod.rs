@@ -445,6 +445,29 @@ pub fn plan(view: &CommandView, facts: &Facts) -> Result<Invocation, Refusal> {
                 ));
                 server.push(flag);
             }
+            // Neither side is known to take it, but the engine's side was not read whole
+            // (nightshift's table lists the common engine flags; vLLM has hundreds): no
+            // evidence, so the engine gets it and its own argparse decides, in its words.
+            (false, false)
+                if !known_mistake(&name, facts.client)
+                    && !engine_side(facts, serving).complete
+                    && !tracked(kind, serving, &name) =>
+            {
+                let side = if serving { "server" } else { "engine" };
+                rewrites.push(rw(
+                    "unlisted",
+                    shown(&flag),
+                    format!("{side}: {}", shown(&flag)),
+                    format!(
+                        "{client_name} does not take {name} and nightshift's table of engine flags does not list it ({era}); the vLLM {side}'s own argparse decides"
+                    ),
+                ));
+                if serving {
+                    server.push(flag);
+                } else {
+                    client.push(flag);
+                }
+            }
             (false, false) if serving => {
                 return Err(refuse(format!(
                     "{name} is accepted neither by {client_name} nor by the vLLM server ({era}){}",
@@ -544,6 +567,59 @@ fn shown(f: &Flag) -> String {
         Some(v) => format!("{} {v}", f.name),
         None => f.name.clone(),
     }
+}
+
+/// The set that decides a flag the client does not take: the server's, or for an offline
+/// benchmark the client's own (it parses the engine's flags in-process).
+fn engine_side<'a>(facts: &'a Facts, serving: bool) -> &'a FlagSet {
+    if serving {
+        facts.server
+    } else {
+        facts.client
+    }
+}
+
+/// A flag the era tables follow through vLLM's history (with the releases that have it):
+/// its absence from an era is evidence, unlike a flag they never list.
+fn tracked(kind: BenchKind, serving: bool, name: &str) -> bool {
+    if serving {
+        eras::server(None).accepts(name)
+    } else {
+        eras::client(kind, None).accepts(name)
+    }
+}
+
+/// A flag that is evidence of a mistake whatever the engine takes: a benchmark client's
+/// own option in some era (`--max-concurrency` to a client from before it, `--input-len`
+/// to a serving run), or a near miss of an option the client takes (`--num-prompt`).
+fn known_mistake(name: &str, client: &FlagSet) -> bool {
+    if !hint(name).is_empty()
+        || eras::OFFLINE_ONLY.contains(&name)
+        || eras::client(BenchKind::Serving, None).accepts(name)
+    {
+        return true;
+    }
+    client.complete
+        && client
+            .options
+            .keys()
+            .any(|k| k != name && edit_distance(k, name) <= 2 && name.len() > 6)
+}
+
+/// Levenshtein distance, for near misses of option names (short strings).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
 }
 
 fn hint(name: &str) -> &'static str {

@@ -284,11 +284,11 @@ fn the_header_keeps_state_eta_and_gpus_at_every_size() {
     for (w, h) in [(80, 24), (100, 30), (120, 40), (200, 60)] {
         let s = render(&app, w, h);
         let top = s.lines().next().unwrap();
-        for want in ["RUNNING", "ETA 22:42", "GPUs 3 busy / 5 free"] {
+        for want in ["RUNNING", "ETA 22:43", "GPUs 3 busy / 5 free"] {
             assert!(top.contains(want), "{w}×{h}: {want} missing from {top}");
         }
         let second = s.lines().nth(1).unwrap();
-        for want in ["4/255 done", "1%", "247 queued", "1 skipped"] {
+        for want in ["4/258 done", "1%", "250 queued", "1 skipped"] {
             assert!(
                 second.contains(want),
                 "{w}×{h}: {want} missing from {second}"

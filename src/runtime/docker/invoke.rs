@@ -455,13 +455,32 @@ impl DockerRuntime {
         };
         sink.send(prov("client_flags", client_source.clone())).await;
         let client = learned.unwrap_or(static_tables.0);
+        // The server's flags from the server itself, while the commit's invocation is still
+        // to be decided: nightshift's table lists the common engine flags, vLLM has hundreds.
+        let server = if kind.needs_server() && job.decisions.get(&job.commit).is_none() {
+            let asked = self
+                .server_help(
+                    job, image, image_id, &interp, &facts, probe, sink, lo, clock,
+                )
+                .await?;
+            if let Some(f) = &asked {
+                sink.send(prov(
+                    "server_flags",
+                    format!("--help ({} options)", f.options.len()),
+                ))
+                .await;
+            }
+            asked.unwrap_or(static_tables.1)
+        } else {
+            static_tables.1
+        };
         let datasets = &self.cfg.datasets;
         let facts_r = Facts {
             model: job.model.as_deref(),
             kind: Some(job.kind),
             version: version.as_ref(),
             client: &client,
-            server: &static_tables.1,
+            server: &server,
             shim,
             cli_bench,
             datasets,
@@ -562,6 +581,74 @@ impl DockerRuntime {
             bench_tar,
             env,
         })
+    }
+
+    /// The image's server, asked for its `--help` (memoized by image id like the client's).
+    #[allow(clippy::too_many_arguments)]
+    async fn server_help(
+        &self,
+        job: &RunJob,
+        image: &str,
+        image_id: &str,
+        interp: &str,
+        facts: &ImageFacts,
+        probe: &mut Option<String>,
+        sink: &RunSink,
+        lo: &Mutex<Leftovers>,
+        clock: &Clock,
+    ) -> Result<Option<FlagSet>, RunEnd> {
+        let key = (
+            image_id.to_string(),
+            "image".to_string(),
+            format!("server {}", rewrite::SERVER_MODULE),
+        );
+        if let Some(h) = self.caches.help(&key) {
+            return Ok(h);
+        }
+        let name = match probe.clone() {
+            Some(n) => n,
+            None => {
+                let n = self.prep_container(job, image, "probe", lo, clock).await?;
+                *probe = Some(n.clone());
+                n
+            }
+        };
+        let argv = vec![
+            interp.to_string(),
+            "-m".into(),
+            rewrite::SERVER_MODULE.into(),
+            "--help".into(),
+        ];
+        let env = facts
+            .pythonpath
+            .iter()
+            .map(|p| format!("PYTHONPATH={p}"))
+            .collect();
+        let (code, text) = clock
+            .wait(super::exec::capture(&self.docker, &name, argv, env))
+            .await
+            .map_err(|e| {
+                err(
+                    Stage::StartingContainer,
+                    format!("asking the server for --help: {e}"),
+                )
+            })?;
+        let flags = (code == 0).then(|| FlagSet::from_help(&text)).flatten();
+        self.dlog(
+            sink,
+            Pipe::Stdout,
+            format!(
+                "asked the vLLM server for --help: exit {code}, {}",
+                flags
+                    .as_ref()
+                    .map_or("no options learned".to_string(), |f| {
+                        format!("{} options", f.options.len())
+                    })
+            ),
+        )
+        .await;
+        self.caches.keep_help(key, flags.clone());
+        Ok(flags)
     }
 
     /// Untar `tar` into `dir` of container `name`.
