@@ -102,3 +102,64 @@ fn a_vllm_cli_without_its_distribution_is_named() {
         d.evidence
     );
 }
+
+#[test]
+fn real_refusals_are_named_from_vllms_own_words() {
+    let cat = Catalog::builtin();
+    // The 0.31 server given a flag only 0.32 has: argparse's own line.
+    let d = diagnose_text(&cat, &fixture("flag-0.31.0.server.stderr.log"));
+    assert_eq!(d.category.as_str(), "bench_command_invalid", "{d:?}");
+    assert!(
+        d.evidence
+            .contains("error: unrecognized arguments: --custom-histogram-buckets"),
+        "{}",
+        d.evidence
+    );
+    // `vllm bench latency`'s made-up token ids beyond a small vocabulary.
+    let d = diagnose_text(&cat, &fixture("latency-vocab-0.32.0.bench.stderr.log"));
+    assert_eq!(d.category.as_str(), "bench_command_invalid", "{d:?}");
+    assert!(
+        d.evidence.contains("Token id 9669 is out of vocabulary"),
+        "{}",
+        d.evidence
+    );
+    // `vllm bench throughput`'s lengths beyond --max-model-len: its own assertion.
+    let d = diagnose_text(&cat, &fixture("throughput-len-0.32.0.bench.stderr.log"));
+    assert_eq!(d.category.as_str(), "bench_command_invalid", "{d:?}");
+    assert!(
+        d.evidence.contains("max_model_len is greater than"),
+        "{}",
+        d.evidence
+    );
+}
+
+#[test]
+fn an_import_broken_in_a_file_the_patch_changed_is_the_patchs_failure() {
+    let ctx = FailureContext {
+        stage: Some(Stage::LoadingServer),
+        serving: true,
+        patched_files: vec!["vllm/sampling_params.py".into()],
+        ..Default::default()
+    };
+    let d = attempt(
+        &[(Stream::Server, "broken-import-0.31.0.server.stderr.log")],
+        &ctx,
+    );
+    assert_eq!(d.category.as_str(), "agent_patch_failed", "{d:?}");
+    assert!(
+        d.evidence
+            .contains("ImportError: cannot import name 'VLLMValidationErrors'"),
+        "{}",
+        d.evidence
+    );
+    // The same text from a run without that patch names nothing.
+    let plain = FailureContext {
+        patched_files: vec![],
+        ..ctx
+    };
+    let d = attempt(
+        &[(Stream::Server, "broken-import-0.31.0.server.stderr.log")],
+        &plain,
+    );
+    assert_eq!(d.category.as_str(), "other", "{d:?}");
+}
