@@ -130,6 +130,12 @@ fn context() -> impl Strategy<Value = FailureContext> {
                 disk_full,
                 bench_invalid,
                 needs_build,
+                // Any patch: a failure in the code it touched may be blamed on it.
+                patched_files: if serving {
+                    vec!["vllm/sampling_params.py".into()]
+                } else {
+                    Vec::new()
+                },
             },
         )
 }
