@@ -5,6 +5,7 @@
 
 pub mod alerts;
 pub mod bench;
+pub mod bounded;
 pub mod category;
 pub mod cli;
 pub mod command;

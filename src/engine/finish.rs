@@ -345,7 +345,6 @@ fn end_text(end: &RunEnd) -> String {
 /// The files an agent run's patch changes, for blaming a failure raised in them on the
 /// patch (read with a bound; a patch that cannot be read blames nothing).
 fn patched_files(plan: &crate::plan::Plan, spec: &crate::plan::RunSpec) -> Vec<String> {
-    use std::io::Read;
     let Some(p) = &spec.patch else {
         return Vec::new();
     };
@@ -354,15 +353,12 @@ fn patched_files(plan: &crate::plan::Plan, spec: &crate::plan::RunSpec) -> Vec<S
         .parent()
         .unwrap_or(std::path::Path::new("."))
         .join(p);
-    let mut text = String::new();
-    let read = std::fs::File::open(&path).and_then(|f| {
-        f.take(crate::plan::limits::MAX_PATCH_BYTES)
-            .read_to_string(&mut text)
-    });
-    if read.is_err() {
+    let Ok(bytes) = crate::bounded::read_file(&path, crate::plan::limits::MAX_PATCH_BYTES) else {
         return Vec::new();
-    }
-    crate::patchfile::all_paths(&text).into_iter().collect()
+    };
+    crate::patchfile::all_paths(&String::from_utf8_lossy(&bytes))
+        .into_iter()
+        .collect()
 }
 
 fn failure_context(

@@ -211,8 +211,14 @@ fn commit_facts(
         };
         let path = expand_path(p, plan_dir(plan));
         let shown = path.display().to_string();
-        let state = match std::fs::read(&path) {
-            Err(_) => PatchState::Missing { path: shown },
+        let state = match crate::bounded::read_file(&path, crate::plan::limits::MAX_PATCH_BYTES) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                PatchState::Missing { path: shown }
+            }
+            Err(e) => PatchState::DoesNotApply {
+                path: shown,
+                error: e.to_string(),
+            },
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
                 let checked = match (clone, &c.parent) {

@@ -297,11 +297,17 @@ impl DockerRuntime {
         sink: &RunSink,
         clock: &Clock,
     ) -> Vec<PathBuf> {
-        let dest = std::env::temp_dir()
-            .join("nightshift-results")
-            .join(job.key.replace('/', "_"))
-            .join(format!("attempt-{}", job.attempt));
         let mut files = Vec::new();
+        let dest = match self.results_dir() {
+            Ok(d) => d
+                .join(job.key.replace('/', "_"))
+                .join(format!("attempt-{}", job.attempt)),
+            Err(e) => {
+                self.dlog(sink, Pipe::Stderr, format!("result files not copied: {e}"))
+                    .await;
+                return files;
+            }
+        };
         for w in wanted {
             let path = match w {
                 results::Wanted::File(p) => Some(p.clone()),

@@ -362,7 +362,7 @@ impl DockerRuntime {
         let (Variant::Agent(agent), Some(path)) = (&job.variant, &job.patch) else {
             return Ok(None);
         };
-        let Ok(data) = tokio::fs::read(path).await else {
+        let Ok(data) = crate::bounded::read_file(path, crate::plan::limits::MAX_PATCH_BYTES) else {
             return Ok(None); // apply_patch reports the unreadable patch
         };
         let compiled = crate::plan::clone::patch_needs_build(&String::from_utf8_lossy(&data));

@@ -140,6 +140,10 @@ pub struct DockerRuntime {
     /// Ask the server's readiness from inside its container (an engine on another machine
     /// publishes the port there, not here); see `runtime::hosts`.
     probe_in_container: bool,
+    /// Where result files copied out of containers wait for the parser: a folder of this
+    /// runtime's own (random name, this user only), removed with it. A shared, guessable
+    /// `$TMPDIR/nightshift-results` let two sweeps read each other's files.
+    results_dir: std::sync::OnceLock<Result<tempfile::TempDir, String>>,
 }
 
 /// Connect to the local engine and agree on an API version (Debian's 20.10 speaks 1.41;
@@ -243,6 +247,7 @@ impl DockerRuntime {
             auth: auth::DockerAuth::from_env(),
             making: Mutex::default(),
             probe_in_container: false,
+            results_dir: std::sync::OnceLock::new(),
         })
     }
 
@@ -258,7 +263,22 @@ impl DockerRuntime {
             auth: auth::DockerAuth::from_env(),
             making: Mutex::default(),
             probe_in_container: true,
+            results_dir: std::sync::OnceLock::new(),
         }
+    }
+
+    /// This runtime's private folder for result files (made on first use).
+    fn results_dir(&self) -> Result<&Path, String> {
+        self.results_dir
+            .get_or_init(|| {
+                tempfile::Builder::new()
+                    .prefix("nightshift-results-")
+                    .tempdir()
+                    .map_err(|e| format!("a private folder for result files: {e}"))
+            })
+            .as_ref()
+            .map(|d| d.path())
+            .map_err(Clone::clone)
     }
 
     /// Hold while making `tag`; whoever waited then finds it made.
@@ -460,7 +480,10 @@ pub fn for_cli(
     cfg.min_free_bytes = opts.min_free_bytes;
     cfg.build = opts.build.clone();
     if let Some(f) = &opts.build_dockerfile {
-        match std::fs::read_to_string(f) {
+        // A template is a few lines; a device or a FIFO named here must not stall the night.
+        match crate::bounded::read_file(f, 1 << 20).and_then(|b| {
+            String::from_utf8(b).map_err(|e| std::io::Error::other(format!("not UTF-8 text: {e}")))
+        }) {
             Ok(t) if t.contains("{base}") => cfg.build.dockerfile = t,
             Ok(_) => {
                 tracing::error!(

@@ -18,8 +18,7 @@ impl DockerRuntime {
         let Some(path) = &job.patch else {
             return Err(failed("agent variant without a patch file".into()));
         };
-        let data = tokio::fs::read(path)
-            .await
+        let data = crate::bounded::read_file(path, crate::plan::limits::MAX_PATCH_BYTES)
             .map_err(|e| failed(format!("cannot read patch {}: {e}", path.display())))?;
         {
             use sha2::Digest;

@@ -90,6 +90,10 @@ pub struct MultiHost {
     /// The sweep (from `cleanup_leftovers`): a host that answers again first loses what
     /// the sweep's interrupted runs left on it.
     sweep: Mutex<Option<String>>,
+    /// The ssh tunnels' sockets live here: a folder of this process's own (random name,
+    /// this user only), removed with it. A guessable socket in a shared `$TMPDIR` let
+    /// another user bind it first and take the sweep's Docker traffic, tokens included.
+    _tunnels: tempfile::TempDir,
 }
 
 /// The host owning global slot `slot`, and the slot's local GPU index there.
@@ -127,12 +131,15 @@ impl MultiHost {
         cfg: &DockerConfig,
         recipes: Arc<dyn super::docker::recipes::RecipeSteps>,
     ) -> Result<Self, String> {
-        let tunnels = std::env::temp_dir();
+        let tunnels = tempfile::Builder::new()
+            .prefix("nightshift-ssh-")
+            .tempdir()
+            .map_err(|e| format!("a private folder for the ssh tunnels: {e}"))?;
         let mut hosts = Vec::new();
         let mut offsets = Vec::new();
         let mut at = 0;
         for spec in specs {
-            let (docker, tunnel) = config::connect(&spec, &tunnels)?;
+            let (docker, tunnel) = config::connect(&spec, tunnels.path())?;
             let mut host_cfg = cfg.clone();
             host_cfg.gpu_requests = spec.gpu_requests.unwrap_or(cfg.gpu_requests);
             let rt =
@@ -161,6 +168,7 @@ impl MultiHost {
             next_id: AtomicU64::new(1),
             lost_log: Mutex::new(Vec::new()),
             sweep: Mutex::new(None),
+            _tunnels: tunnels,
         })
     }
 
