@@ -449,7 +449,7 @@ pub fn plan(view: &CommandView, facts: &Facts) -> Result<Invocation, Refusal> {
             // (nightshift's table lists the common engine flags; vLLM has hundreds): no
             // evidence, so the engine gets it and its own argparse decides, in its words.
             (false, false)
-                if !known_mistake(&name, facts.client)
+                if !known_mistake(&name, facts.client, serving)
                     && !engine_side(facts, serving).complete
                     && !tracked(kind, serving, &name) =>
             {
@@ -592,11 +592,15 @@ fn tracked(kind: BenchKind, serving: bool, name: &str) -> bool {
 /// A flag that is evidence of a mistake whatever the engine takes: a benchmark client's
 /// own option in some era (`--max-concurrency` to a client from before it, `--input-len`
 /// to a serving run), or a near miss of an option the client takes (`--num-prompt`).
-fn known_mistake(name: &str, client: &FlagSet) -> bool {
-    if !hint(name).is_empty()
-        || eras::OFFLINE_ONLY.contains(&name)
-        || eras::client(BenchKind::Serving, None).accepts(name)
-    {
+fn known_mistake(name: &str, client: &FlagSet, serving: bool) -> bool {
+    // Offline clients parse dataset options too (`--random-input-len` from the datasets
+    // module): a serving option is no mistake there, and their tables are not whole.
+    let client_option = if serving {
+        eras::client(BenchKind::Serving, None).accepts(name) || eras::OFFLINE_ONLY.contains(&name)
+    } else {
+        false
+    };
+    if !hint(name).is_empty() || client_option {
         return true;
     }
     client.complete
