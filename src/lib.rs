@@ -43,4 +43,5 @@ pub mod state;
 pub mod stats;
 pub mod store;
 pub mod tui;
+pub mod validity;
 pub mod window;

@@ -136,6 +136,7 @@ fn context() -> impl Strategy<Value = FailureContext> {
                 } else {
                     Vec::new()
                 },
+                invalid_result: None,
             },
         )
 }

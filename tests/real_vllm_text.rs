@@ -62,6 +62,8 @@ fn a_dead_engine_with_a_result_block_of_zeros_is_a_failure_with_vllms_line() {
     let r = parse_bytes(&fixture("hd16-0.31.0.bench.stdout.log"));
     assert_eq!(r.metrics.get("successful_requests"), Some(&0.0));
     assert_eq!(r.metrics.get("failed_requests"), Some(&20.0));
+    let why = nightshift::validity::invalid_reason(&r.metrics).expect("zeros are no result");
+    assert!(why.contains("no request succeeded"), "{why}");
     // ...and the attempt is a failure named by the worker's own words, not by the zeros.
     let ctx = FailureContext {
         stage: Some(Stage::Parsing),
@@ -162,4 +164,44 @@ fn an_import_broken_in_a_file_the_patch_changed_is_the_patchs_failure() {
         &plain,
     );
     assert_eq!(d.category.as_str(), "other", "{d:?}");
+}
+
+/// A block where a few requests failed is no measurement either: the run fails as
+/// `no_metrics` with the count, not a number compared as if whole.
+#[test]
+fn a_result_with_lost_requests_is_a_failure_that_says_how_many() {
+    let text = String::from_utf8(fixture("serve-0.32.0.bench.stdout.log"))
+        .unwrap()
+        .replace(
+            "Successful requests:                     50",
+            "Successful requests:                     47",
+        )
+        .replace(
+            "Failed requests:                         0 ",
+            "Failed requests:                         3 ",
+        );
+    let r = parse_bytes(text.as_bytes());
+    assert_eq!(r.metrics.get("failed_requests"), Some(&3.0));
+    let why = nightshift::validity::invalid_reason(&r.metrics).expect("3 of 50 lost");
+    let ctx = FailureContext {
+        stage: Some(Stage::Parsing),
+        exit_code: Some(0),
+        serving: true,
+        bench_finished: true,
+        has_result: true,
+        successful_requests: Some(47.0),
+        invalid_result: Some(why),
+        ..Default::default()
+    };
+    let mut sc = Scanner::new(Arc::new(Catalog::builtin()));
+    for line in text.lines() {
+        sc.feed(Stream::Bench, line);
+    }
+    let d = sc.conclude(&ctx).expect("a failure");
+    assert_eq!(d.category.as_str(), "no_metrics", "{d:?}");
+    assert!(
+        d.evidence.contains("3 of 50 requests failed"),
+        "{}",
+        d.evidence
+    );
 }

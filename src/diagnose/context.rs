@@ -40,6 +40,8 @@ pub struct FailureContext {
     pub needs_build: Option<String>,
     /// An agent run: the files its patch changes (paths inside the tree, `vllm/x.py`).
     pub patched_files: Vec<String>,
+    /// The result block is no measurement, and why ([`crate::validity`]).
+    pub invalid_result: Option<String>,
 }
 
 impl FailureContext {
@@ -48,6 +50,7 @@ impl FailureContext {
     pub fn succeeded(&self) -> bool {
         self.has_result
             && self.successful_requests.is_none_or(|n| n > 0.0)
+            && self.invalid_result.is_none()
             && !self.timed_out
             && !self.patch_failed
             && self.pull_error.is_none()

@@ -460,7 +460,10 @@ impl Scanner {
             return Some(self.diag_sig(i, c));
         }
 
-        // 5. The benchmark ran but measured nothing.
+        // 5. The benchmark ran but measured nothing, or nothing that is a measurement.
+        if let Some(why) = &ctx.invalid_result {
+            return Some(Self::fact(Category::NoMetrics, why.clone()));
+        }
         if ctx.no_metrics() {
             let ev = match ctx.successful_requests {
                 Some(n) if ctx.has_result && n <= 0.0 => {

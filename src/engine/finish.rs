@@ -58,9 +58,11 @@ impl Engine {
                 None,
             )?;
         }
-        let ok = bench_exit == Some(0)
-            && result.has_result()
-            && result.successful_requests().is_none_or(|n| n > 0.0);
+        let invalid = result
+            .has_result()
+            .then(|| crate::validity::invalid_reason(&result.metrics))
+            .flatten();
+        let ok = bench_exit == Some(0) && result.has_result() && invalid.is_none();
         if ok {
             return self.succeed(run, attempt, result, commit.model.as_deref());
         }
@@ -72,6 +74,7 @@ impl Engine {
             .or(commit.vllm_version.clone());
         let mut ctx = failure_context(stage, &report.end, &commit, vllm, &result);
         ctx.patched_files = patched_files(&self.plan, &spec);
+        ctx.invalid_result = invalid;
         let diagnosis = a
             .scanner
             .conclude(&ctx)
@@ -401,5 +404,6 @@ fn failure_context(
         },
         disk_full: matches!(end, RunEnd::DiskFull { .. }),
         patched_files: Vec::new(),
+        invalid_result: None,
     }
 }
