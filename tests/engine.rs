@@ -630,3 +630,43 @@ async fn a_command_on_a_run_that_moved_is_refused_and_a_skip_can_be_undone() {
         "{lines:#?}"
     );
 }
+
+/// A fix recipe nobody wrote is refused with the names of those there are (#34): before,
+/// `:fix-group bogus` was logged `— done` and nothing was done.
+#[tokio::test]
+async fn an_unknown_fix_recipe_is_refused_and_the_known_ones_named() {
+    let p = plan(&[(SERVE, "")]);
+    let once = std::sync::atomic::AtomicBool::new(false);
+    let (_, _, events) = drive(p, 1, false, move |env, tx| {
+        if matches!(env.event, Event::SweepStarted { .. })
+            && !once.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            tx.send(Command::FixGroup {
+                kind: "k1".into(),
+                recipe: "bogus".into(),
+            })
+            .unwrap();
+            tx.send(Command::ApplyFix {
+                run: RunId(0),
+                recipe: Some("bogus".into()),
+            })
+            .unwrap();
+        }
+    })
+    .await;
+    let outcomes: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Operator { outcome, .. } => outcome.clone(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    for o in &outcomes {
+        assert!(
+            o.starts_with("refused: there is no fix recipe `bogus`")
+                && o.contains("aimv2-exist-ok"),
+            "{o}"
+        );
+    }
+}

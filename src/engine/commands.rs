@@ -46,6 +46,27 @@ impl Engine {
         if matches!(cmd, Command::Signed { .. }) {
             return Some("a signed command inside a signed command".into());
         }
+        // A recipe nobody wrote does nothing: say so, with the ones there are.
+        let recipe = match cmd {
+            Command::FixGroup { recipe, .. } => Some(recipe),
+            Command::ApplyFix {
+                recipe: Some(r), ..
+            } => Some(r),
+            _ => None,
+        };
+        if let Some(r) = recipe {
+            if self.recipes.get(r).is_none() {
+                return Some(format!(
+                    "there is no fix recipe `{r}` (recipes: {})",
+                    self.recipes
+                        .all()
+                        .iter()
+                        .map(|r| r.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
         let run = cmd.run()?;
         if run.0 as usize >= self.state.runs.len() {
             return Some(format!("there is no run {run}"));
