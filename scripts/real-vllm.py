@@ -35,7 +35,8 @@ IMAGE = "nightshift-real/vllm:{}"
 EXPECTED = {
     "serving: tiny Llama": {"*": "success"},
     "throughput: tiny Llama": {"*": "success"},
-    "serving with a 0.32-only": {"human": "success", "baseline": "failed", "agent": "failed"},
+    # Named before the night once an earlier night asked these images for their --help.
+    "serving with a 0.32-only": {"human": "success", "baseline": "failed|named", "agent": "failed|named"},
     "a model nobody fetched": {"*": "named"},
     "--max-model-len beyond": {"*": "failed"},
     "serving; the agent's patch": {"baseline": "success", "human": "success", "agent": "failed"},
@@ -143,7 +144,7 @@ def summary(ns, store, titles, check):
         want = expected_of(title) or {}
         w = want.get(run["variant"], want.get("*"))
         got = "named" if st == "skipped" else st
-        if w and got != w:
+        if w and got not in w.split("|"):
             problems.append(f"{run['key']} ({title}): {got} {rec.get('category') if rec else ''}, expected {w}")
     total = sum(status.values())
     cats = ", ".join(f"{c}={n}" for c, n in sorted(failed_cats.items(), key=lambda x: (-x[1], x[0])))

@@ -73,8 +73,12 @@ impl ModelFacts {
 /// Where an image is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ImageState {
-    /// In the local Docker engine.
-    Local { size: Option<u64> },
+    /// In the local Docker engine (its id: what an earlier night learned of it is kept by id).
+    Local {
+        size: Option<u64>,
+        #[serde(default)]
+        id: Option<String>,
+    },
     /// In its registry (manifest answered).
     Registry { digest: String, size: u64 },
     /// The registry says it is not there.
@@ -125,6 +129,10 @@ pub struct CommitFacts {
     pub images: BTreeMap<String, ImageState>,
     pub patches: BTreeMap<String, PatchState>,
     pub datasets: Vec<DatasetFacts>,
+    /// Per variant: what its image's client and server said of their flags on an earlier
+    /// night (nightshift asks each image at its first run and keeps the answer by id).
+    #[serde(default)]
+    pub learned: BTreeMap<String, crate::runtime::docker::memo::Learned>,
 }
 
 /// The box the night runs on.

@@ -107,6 +107,15 @@ pub async fn gather(plan: &Plan, opts: &Options) -> Facts {
             if let Some(img) = &r.image {
                 if let Some(st) = images.get(img) {
                     cf.images.insert(r.variant.to_string(), st.clone());
+                    if let (ImageState::Local { id: Some(id), .. }, Some(view)) =
+                        (st, plan.commits[ci].view.as_ref())
+                    {
+                        let kind = view.kind.or(plan.commits[ci].mode).unwrap_or_default();
+                        let l = crate::runtime::docker::memo::learned(id, kind);
+                        if l.client.is_some() || l.server.is_some() {
+                            cf.learned.insert(r.variant.to_string(), l);
+                        }
+                    }
                 }
             }
         }
@@ -427,6 +436,7 @@ async fn images(
                     r,
                     ImageState::Local {
                         size: i.size.map(|s| s.max(0) as u64),
+                        id: i.id.clone(),
                     },
                 );
                 continue;

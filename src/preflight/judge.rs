@@ -108,6 +108,7 @@ fn judge_commit(plan: &Plan, facts: &Facts, ci: usize, c: &CommitSpec) -> Commit
         }
         if let Some(view) = &c.view {
             command(plan, c, view, &eras, &mut f);
+            learned_command(plan, c, view, &eras, &cf.learned, &mut f);
         }
         if let Some(m) = &model {
             match facts.models.get(m) {
@@ -257,6 +258,47 @@ fn command(
                         format!("vLLM {version}: {}", r.reason),
                     );
                 }
+            }
+        }
+    }
+}
+
+/// The command against what each variant's image said of its flags on an earlier night:
+/// an option its own client and server refuse is evidence, whatever the era tables say.
+fn learned_command(
+    plan: &Plan,
+    c: &CommitSpec,
+    view: &CommandView,
+    eras: &BTreeMap<String, Era>,
+    learned: &BTreeMap<String, crate::runtime::docker::memo::Learned>,
+    f: &mut Findings,
+) {
+    for (v, l) in learned {
+        let raw = eras.get(v).map(|e| e.version.as_str());
+        let version = raw.and_then(PyVersion::parse);
+        let kind = view.kind.or(c.mode).unwrap_or_default();
+        let tables = crate::rewrite::tables(kind, version.as_ref());
+        let sets = (
+            l.client.clone().unwrap_or(tables.0),
+            l.server.clone().unwrap_or(tables.1),
+        );
+        let facts = crate::rewrite::Facts::from_tables(
+            view.kind.or(c.mode),
+            version.as_ref(),
+            &sets,
+            c.model.as_deref(),
+            &plan.datasets,
+        );
+        if let Err(r) = crate::rewrite::plan(view, &facts) {
+            if !r.dataset {
+                f.block(
+                    v,
+                    "bench_command_invalid",
+                    format!(
+                        "its image's own --help (asked on an earlier night): {}",
+                        r.reason
+                    ),
+                );
             }
         }
     }

@@ -114,8 +114,13 @@ fn images_and_patches_name_their_variant() {
     let p = plan(LAT, "");
     let mut f = facts(model(GIB, serde_json::json!({})), "0.6.0");
     let cf = &mut f.commits[0];
-    cf.images
-        .insert("human".into(), ImageState::Local { size: None });
+    cf.images.insert(
+        "human".into(),
+        ImageState::Local {
+            size: None,
+            id: None,
+        },
+    );
     cf.images.insert(
         "baseline".into(),
         ImageState::Missing {
@@ -165,4 +170,41 @@ fn the_night_skips_exactly_the_blocked_variants() {
     assert_eq!(skipped[0].0, "agent:a");
     assert!(super::cli::named_before_night(skipped[0].1), "{skipped:?}");
     assert!(skipped[0].1.contains("agent_patch_failed"));
+}
+
+/// What an image's own client and server said of their flags on an earlier night is
+/// evidence: the release whose server lacks an engine flag is named before the night, the
+/// one whose server has it is not (the era tables alone know neither).
+#[test]
+fn an_images_own_help_names_a_flag_its_release_lacks() {
+    use crate::rewrite::flags::FlagSet;
+    use crate::runtime::docker::memo::Learned;
+    let cmd = "vllm bench serve --model org/m --custom-histogram-buckets 1 --dataset-name random";
+    let p = plan(cmd, "");
+    let mut f = facts(model(GIB, serde_json::json!({})), "0.32.0");
+    let client = FlagSet::from_list("--model --dataset-name --num-prompts", true);
+    let server =
+        |extra: &str| FlagSet::from_list(&format!("--model --port --host --dtype {extra}"), true);
+    // Without an earlier night's answers the flag is the engine's to judge: not blocked.
+    assert!(judge(&p, &f)[0].blocked_variants().is_empty());
+    let cf = &mut f.commits[0];
+    cf.learned.insert(
+        "baseline".into(),
+        Learned {
+            client: Some(client.clone()),
+            server: Some(server("")),
+        },
+    );
+    cf.learned.insert(
+        "human".into(),
+        Learned {
+            client: Some(client),
+            server: Some(server("--custom-histogram-buckets")),
+        },
+    );
+    let r = &judge(&p, &f)[0];
+    assert_eq!(r.blocked_variants(), ["baseline"], "{r:?}");
+    let why = r.reasons.iter().find(|x| x.variant == "baseline").unwrap();
+    assert!(why.text.contains("--custom-histogram-buckets"), "{why:?}");
+    assert!(why.text.contains("own --help"), "{why:?}");
 }

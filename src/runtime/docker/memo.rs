@@ -24,6 +24,42 @@ pub struct Memo {
     pub helps: BTreeMap<String, Option<FlagSet>>,
 }
 
+/// What an image's own `--help` said, for one kind of benchmark (preflight's view).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Learned {
+    pub client: Option<FlagSet>,
+    pub server: Option<FlagSet>,
+}
+
+/// The flags `image_id`'s client for `kind` and its server answered with on an earlier
+/// night, from the memo in the default folder.
+pub fn learned(image_id: &str, kind: crate::kind::BenchKind) -> Learned {
+    let Some(dir) = default_dir() else {
+        return Learned::default();
+    };
+    learned_in(&dir, image_id, kind)
+}
+
+pub fn learned_in(dir: &Path, image_id: &str, kind: crate::kind::BenchKind) -> Learned {
+    let memo = load(dir, image_id);
+    let script = crate::rewrite::script_of(kind);
+    let programs = [
+        kind.cli_sub().map(|s| format!("Cli(\"{s}\")")),
+        Some(format!("Script(\"{script}\")")),
+    ];
+    let client = memo
+        .helps
+        .iter()
+        .filter(|(k, _)| programs.iter().flatten().any(|p| k.contains(p.as_str())))
+        .find_map(|(_, v)| v.clone());
+    let server = memo
+        .helps
+        .iter()
+        .filter(|(k, _)| k.contains(crate::rewrite::SERVER_MODULE))
+        .find_map(|(_, v)| v.clone());
+    Learned { client, server }
+}
+
 /// `$XDG_CACHE_HOME/nightshift/images` (else `~/.cache/…`).
 pub fn default_dir() -> Option<PathBuf> {
     crate::preflight::cache::default_path().and_then(|p| p.parent().map(|d| d.join("images")))
@@ -117,6 +153,23 @@ mod tests {
         std::fs::write(dir.join("0123abcd.json"), b"{\"probe\": ").unwrap();
         assert!(load(&dir, id).probe.is_none());
         assert!(load(&dir, "../../etc/passwd").probe.is_none());
+        // Preflight's view: the serving client's and the server's answers.
+        let mut m = Memo::default();
+        m.helps.insert(
+            "image Cli(\"serve\") module".into(),
+            Some(FlagSet::from_list("--seed", true)),
+        );
+        m.helps.insert("image Cli(\"serve\")".into(), None);
+        m.helps.insert(
+            "image server vllm.entrypoints.openai.api_server".into(),
+            Some(FlagSet::from_list("--dtype", true)),
+        );
+        save(&dir, "sha256:feed", &m);
+        let l = learned_in(&dir, "sha256:feed", crate::kind::BenchKind::Serving);
+        assert!(l.client.unwrap().accepts("--seed"));
+        assert!(l.server.unwrap().accepts("--dtype"));
+        let none = learned_in(&dir, "sha256:feed", crate::kind::BenchKind::Throughput);
+        assert!(none.client.is_none());
         let big = vec![b' '; (MAX_BYTES + 10) as usize];
         std::fs::write(dir.join("0123abcd.json"), big).unwrap();
         assert!(load(&dir, id).probe.is_none());

@@ -19,7 +19,7 @@ mod fixes;
 pub mod health;
 pub mod image;
 pub mod invoke;
-mod memo;
+pub mod memo;
 mod patch;
 mod patch_host;
 mod prepare;
