@@ -38,7 +38,8 @@ impl Engine {
         }
         let mut result = a.parser.finish();
         for f in &report.result_files {
-            if let Ok(bytes) = std::fs::read(f) {
+            // Result files come out of a container: read only when regular and bounded.
+            if let Ok(bytes) = crate::bounded::read_file(f, MAX_RESULT_FILE) {
                 let r = parse::parse_bytes(&bytes);
                 if r.has_result() {
                     result.metrics.extend(r.metrics);
@@ -345,6 +346,10 @@ fn end_text(end: &RunEnd) -> String {
 }
 
 /// What the diagnoser is told of an attempt's end besides its lines.
+/// A result file larger than this is not read (with `--save-detailed` real ones are tens
+/// of MB).
+const MAX_RESULT_FILE: u64 = 512 << 20;
+
 /// The files an agent run's patch changes, for blaming a failure raised in them on the
 /// patch (read with a bound; a patch that cannot be read blames nothing).
 fn patched_files(plan: &crate::plan::Plan, spec: &crate::plan::RunSpec) -> Vec<String> {
