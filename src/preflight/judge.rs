@@ -263,6 +263,52 @@ fn command(
     }
 }
 
+/// `--max-model-len` beyond the context the model's config.json gives, where nothing in
+/// the config stretches it: vLLM refuses to start ("User-specified max_model_len (N) is
+/// greater than the derived max_model_len") unless `VLLM_ALLOW_LONG_MAX_MODEL_LEN` is set.
+/// Only the plain case is judged: one context key, no rope scaling, no sliding window.
+pub(super) fn context_beyond_model(view: &CommandView, cfg: &serde_json::Value) -> Option<String> {
+    if view
+        .env
+        .iter()
+        .any(|(k, _)| k == "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
+    {
+        return None;
+    }
+    let asked: u64 = view
+        .flags
+        .iter()
+        .find(|f| f.name.replace('_', "-") == "--max-model-len")
+        .and_then(|f| f.value.as_deref())?
+        .parse()
+        .ok()?;
+    const KEYS: &[&str] = &[
+        "max_position_embeddings",
+        "n_positions",
+        "max_seq_len",
+        "seq_length",
+        "model_max_length",
+        "max_sequence_length",
+        "max_seq_length",
+        "seq_len",
+    ];
+    let present: Vec<u64> = KEYS
+        .iter()
+        .filter_map(|k| cfg.get(*k).and_then(|v| v.as_u64()))
+        .collect();
+    let stretched = ["rope_scaling", "sliding_window", "text_config"]
+        .iter()
+        .any(|k| cfg.get(*k).is_some_and(|v| !v.is_null()));
+    let [model] = present[..] else {
+        return None;
+    };
+    (!stretched && asked > model).then(|| {
+        format!(
+            "--max-model-len {asked} is beyond the model's {model} (config.json): vLLM refuses to start (User-specified max_model_len is greater than the derived max_model_len) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+        )
+    })
+}
+
 /// The command against what each variant's image said of its flags on an earlier night:
 /// an option its own client and server refuse is evidence, whatever the era tables say.
 fn learned_command(
@@ -339,6 +385,11 @@ fn model_checks(
         );
     }
     let view = c.view.as_ref();
+    if let (Some(v), Some(cfg)) = (view, &mf.config) {
+        if let Some(why) = context_beyond_model(v, cfg) {
+            f.block(ALL, "server_config_invalid", why);
+        }
+    }
     match &mf.config {
         Some(cfg) => {
             let arch = mf.architectures().into_iter().next();

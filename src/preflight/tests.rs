@@ -172,6 +172,29 @@ fn the_night_skips_exactly_the_blocked_variants() {
     assert!(skipped[0].1.contains("agent_patch_failed"));
 }
 
+#[test]
+fn a_context_beyond_the_models_is_named_only_when_plain() {
+    use super::judge::context_beyond_model;
+    use crate::command::CommandView;
+    let v = |cmd: &str| CommandView::parse(cmd).unwrap();
+    let cfg = serde_json::json!({"max_position_embeddings": 2048});
+    let long = v("vllm bench serve --model m --max-model-len 8192");
+    assert!(context_beyond_model(&long, &cfg)
+        .unwrap()
+        .contains("--max-model-len 8192 is beyond the model's 2048"));
+    assert!(
+        context_beyond_model(&v("vllm bench serve --model m --max-model-len 2048"), &cfg).is_none()
+    );
+    // The operator allowed it, the rope stretches it, or two keys disagree: no evidence.
+    let allowed =
+        v("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm bench serve --model m --max-model-len 8192");
+    assert!(context_beyond_model(&allowed, &cfg).is_none());
+    let rope = serde_json::json!({"max_position_embeddings": 2048, "rope_scaling": {"type": "yarn", "factor": 4.0}});
+    assert!(context_beyond_model(&long, &rope).is_none());
+    let two = serde_json::json!({"max_position_embeddings": 2048, "seq_length": 4096});
+    assert!(context_beyond_model(&long, &two).is_none());
+}
+
 /// What an image's own client and server said of their flags on an earlier night is
 /// evidence: the release whose server lacks an engine flag is named before the night, the
 /// one whose server has it is not (the era tables alone know neither).
