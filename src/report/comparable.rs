@@ -33,6 +33,8 @@ fn bench_flags(argv: &[String]) -> Vec<(String, String)> {
         .position(|t| t.ends_with(".py"))
         .map(|i| i + 1)
         .or_else(|| argv.iter().position(|t| t == "bench").map(|i| i + 2))
+        // `python3 -c <benchmark module runner> <sub> …` (an image whose CLI cannot start).
+        .or_else(|| argv.iter().position(|t| t == "-c").map(|i| i + 3))
         .unwrap_or(0)
         .min(argv.len());
     let mut out = Vec::new();
@@ -264,6 +266,15 @@ mod tests {
         assert_eq!(value_of(&a, DATASET).as_deref(), Some("sharegpt"));
         let c = bench_flags(&argv("vllm bench serve --model m --num-prompts 50"));
         assert_eq!(joined(&c, &[]), "--model m --num-prompts 50");
+        // The benchmark module run directly (an image whose `vllm` cannot start).
+        let mut d = vec![
+            "/opt/venv/bin/python3".to_string(),
+            "-c".into(),
+            crate::rewrite::BENCH_MODULE_RUNNER.into(),
+            "serve".into(),
+        ];
+        d.extend(argv("--model m --num-prompts 50"));
+        assert_eq!(bench_flags(&d), c);
     }
 
     fn f() -> Facts {

@@ -347,13 +347,18 @@ fn compare(
     opts: &Options,
     bands: &Calibration,
 ) -> Comparison {
-    let flags = comparable::flags(
-        &a.facts,
-        &b.facts,
-        (a.output_tokens(), b.output_tokens()),
-        (a.failed_requests(), b.failed_requests()),
-        opts.token_share,
-    );
+    // A side with no result has nothing to compare: its setup is no reason to flag.
+    let flags = if a.n > 0 && b.n > 0 {
+        comparable::flags(
+            &a.facts,
+            &b.facts,
+            (a.output_tokens(), b.output_tokens()),
+            (a.failed_requests(), b.failed_requests()),
+            opts.token_share,
+        )
+    } else {
+        Vec::new()
+    };
     let blocks_all = flags.iter().any(|f| f.scope == Scope::All);
     let blocks_tput = flags.iter().any(|f| f.scope == Scope::Throughput);
     let class = band::size_class(a.model.as_deref());
