@@ -292,7 +292,10 @@ pub async fn run(
             }
         }
     }
-    let to_fetch: u64 = planned.iter().map(|(_, f)| f.to_download_bytes()).sum();
+    let to_fetch: u64 = planned
+        .iter()
+        .map(|(_, f)| f.to_download_bytes())
+        .fold(0u64, u64::saturating_add);
     let _ = writeln!(
         out,
         "to fetch: {} of models, {} of datasets",

@@ -37,14 +37,18 @@ pub struct ModelFiles {
 
 impl ModelFiles {
     pub fn total_bytes(&self) -> u64 {
-        self.files.iter().map(|f| f.size).sum()
+        // Sizes come from the Hub: absurd ones saturate, never wrap to "fits".
+        self.files
+            .iter()
+            .map(|f| f.size)
+            .fold(0u64, u64::saturating_add)
     }
     pub fn weights_bytes(&self) -> u64 {
         self.files
             .iter()
             .filter(|f| f.weights)
             .map(|f| f.size)
-            .sum()
+            .fold(0u64, u64::saturating_add)
     }
     /// Bytes that need no download (in the snapshot, or their blob is cached).
     pub fn cached_bytes(&self) -> u64 {
@@ -52,7 +56,7 @@ impl ModelFiles {
             .iter()
             .filter(|f| f.state != FileState::Missing)
             .map(|f| f.size)
-            .sum()
+            .fold(0u64, u64::saturating_add)
     }
     pub fn to_download_bytes(&self) -> u64 {
         self.total_bytes() - self.cached_bytes()
@@ -63,5 +67,32 @@ impl ModelFiles {
     /// Everything is in the snapshot already.
     pub fn is_complete(&self) -> bool {
         self.files.iter().all(|f| f.state == FileState::Cached)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A listing's sizes are the Hub's word: absurd ones saturate (and so never fit)
+    /// instead of wrapping around to a small total or panicking.
+    #[test]
+    fn absurd_sizes_saturate() {
+        let file = |size| RepoFile {
+            path: "model.safetensors".into(),
+            size,
+            blob: "b".into(),
+            weights: true,
+            state: FileState::Missing,
+        };
+        let m = ModelFiles {
+            model: "org/m".into(),
+            revision: "main".into(),
+            commit: "c".into(),
+            files: vec![file(u64::MAX - 1), file(10)],
+            offline: false,
+        };
+        assert_eq!(m.total_bytes(), u64::MAX);
+        assert_eq!(m.weights_bytes(), u64::MAX);
     }
 }

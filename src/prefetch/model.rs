@@ -242,7 +242,7 @@ impl Hub {
                 FileState::Missing => todo.push(f),
             }
         }
-        let total: u64 = todo.iter().map(|f| f.size).sum();
+        let total: u64 = todo.iter().map(|f| f.size).fold(0u64, u64::saturating_add);
         // Pinned to the commit, so every file comes from the one the plan listed.
         let at_commit = self.api.repo(model_repo(&files.model, &files.commit));
         let blobs = repo_dir.join("blobs");

@@ -73,7 +73,7 @@ pub fn from_cache(hub_cache: &Path, model: &str) -> Option<ModelFacts> {
             .iter()
             .filter(|s| s.weights)
             .filter_map(|s| names.iter().find(|(n, _)| *n == s.path).map(|x| x.1))
-            .sum();
+            .fold(0u64, u64::saturating_add);
         weights = (sum > 0).then_some(sum);
     }
     if config.is_none() && weights.is_none() {
@@ -300,14 +300,15 @@ impl HubClient {
                     .find(|(n, _)| *n == s.path)
                     .and_then(|x| x.1)
             })
-            .sum();
+            // Sizes are the Hub's word: absurd ones saturate instead of wrapping to "fits".
+            .try_fold(0u64, |acc, x| x.map(|v| acc.saturating_add(v)));
         // The safetensors parameter count, when the listing has no sizes.
         let by_params = info.pointer("/safetensors/parameters").and_then(|p| {
             let p = p.as_object()?;
             Some(
                 p.iter()
-                    .map(|(dtype, n)| n.as_u64().unwrap_or(0) * dtype_bytes(dtype))
-                    .sum(),
+                    .map(|(dtype, n)| n.as_u64().unwrap_or(0).saturating_mul(dtype_bytes(dtype)))
+                    .fold(0u64, u64::saturating_add),
             )
         });
         Ok(sum.filter(|s| *s > 0).or(by_params))

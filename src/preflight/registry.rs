@@ -204,10 +204,10 @@ fn layers_size(m: &serde_json::Value) -> u64 {
         .map(|l| {
             l.iter()
                 .filter_map(|x| x.get("size").and_then(|s| s.as_u64()))
-                .sum()
+                .fold(0u64, u64::saturating_add)
         })
         .unwrap_or(0);
-    config + layers
+    config.saturating_add(layers)
 }
 
 fn basic(c: &Creds) -> String {
