@@ -27,7 +27,8 @@ has_image() { # NAME KEY: the image exists and was made from KEY
 # Runs SCRIPT in a container of FROM with the wheels and this folder mounted read-only,
 # then commits it as NAME with KEY. A failed step leaves no image behind.
 layer() { # FROM NAME KEY SCRIPT
-  local from=$1 name=$2 k=$3 script=$4 c="nightshift-real-build-$$"
+  local from=$1 name=$2 k=$3 script=$4 c="nightshift-real-build-$$" old
+  old=$(docker image inspect -f '{{.Id}}' "$name" 2>/dev/null || true)
   docker rm -f "$c" >/dev/null 2>&1 || true
   if ! docker run --name "$c" -v "$wheels:/wheels:ro" -v "$here:/build:ro" "$from" \
        bash -euc "$script" >"$cache/build-${name//[:\/]/_}.log" 2>&1; then
@@ -41,6 +42,8 @@ layer() { # FROM NAME KEY SCRIPT
     --change 'ENV HF_HUB_OFFLINE=1' --change 'WORKDIR /' --change 'CMD ["bash"]' \
     "$c" "$name" >/dev/null
   docker rm -f "$c" >/dev/null
+  # The image this one replaces (another key) is nobody's now: 7 GB back.
+  [ -z "$old" ] || docker rmi "$old" >/dev/null 2>&1 || true
 }
 timed() { # NAME KEY FN...: runs FN unless NAME is cached, and says which
   local name=$1 k=$2 t0; shift 2
