@@ -367,16 +367,9 @@ impl Policy {
                 } else {
                     // Nobody is awake to decide: the run ends failed with its reason.
                     spent = true;
-                    Decision {
-                        action: Action::Skip,
-                        recipe: None,
-                        retry_after: None,
-                        pause_sweep: None,
-                        hold_model: None,
-                        reason: format!(
-                            "{what} — still failing after {limit} {retries}: failed, the night goes on (r retries it)"
-                        ),
-                    }
+                    ends_failed(format!(
+                        "{what} — still failing after {limit} {retries}: failed, the night goes on (r retries it)"
+                    ))
                 }
             }
             Action::Operator => match recipe {
@@ -563,15 +556,20 @@ fn give_up(d: &Diagnosis, what: &str, retries: u32) -> Decision {
         1 => " after 1 retry".to_string(),
         n => format!(" after {n} retries"),
     };
+    ends_failed(format!(
+        "{what} — failed{after}: {line} — the night goes on (r retries it; `diagnose --learn` names it)"
+    ))
+}
+
+/// The run ends failed with `reason`: nobody is asked.
+fn ends_failed(reason: String) -> Decision {
     Decision {
         action: Action::Skip,
         recipe: None,
         retry_after: None,
         pause_sweep: None,
         hold_model: None,
-        reason: format!(
-            "{what} — failed{after}: {line} — the night goes on (r retries it; `diagnose --learn` names it)"
-        ),
+        reason,
     }
 }
 

@@ -378,14 +378,7 @@ impl DockerRuntime {
                             "--help".into(),
                         ],
                     };
-                    let name = match probe.clone() {
-                        Some(n) => n,
-                        None => {
-                            let n = self.prep_container(job, image, "probe", lo, clock).await?;
-                            *probe = Some(n.clone());
-                            n
-                        }
-                    };
+                    let name = self.probe_name(job, image, probe, lo, clock).await?;
                     if let (Some(tar), Program::Script(_)) = (&bench_tar, program) {
                         self.upload(&name, &facts.workdir, tar.clone(), clock)
                             .await
@@ -396,25 +389,9 @@ impl DockerRuntime {
                                 )
                             })?;
                     }
-                    let env = facts
-                        .pythonpath
-                        .iter()
-                        .map(|p| format!("PYTHONPATH={p}"))
-                        .collect();
-                    let (code, text) = clock
-                        .wait(super::exec::capture(&self.docker, &name, argv, env))
-                        .await
-                        .map_err(|e| {
-                            err(
-                                Stage::StartingContainer,
-                                format!("asking the client for --help: {e}"),
-                            )
-                        })?;
-                    let flags = if code == 0 {
-                        FlagSet::from_help(&text)
-                    } else {
-                        None
-                    };
+                    let (code, flags) = self
+                        .help_of(&name, argv, &facts, "the client", clock)
+                        .await?;
                     self.dlog(
                         sink,
                         Pipe::Stdout,
@@ -583,6 +560,52 @@ impl DockerRuntime {
         })
     }
 
+    /// The probe container of this setup, made on first need.
+    async fn probe_name(
+        &self,
+        job: &RunJob,
+        image: &str,
+        probe: &mut Option<String>,
+        lo: &Mutex<Leftovers>,
+        clock: &Clock,
+    ) -> Result<String, RunEnd> {
+        if let Some(n) = probe {
+            return Ok(n.clone());
+        }
+        let n = self.prep_container(job, image, "probe", lo, clock).await?;
+        *probe = Some(n.clone());
+        Ok(n)
+    }
+
+    /// Runs a `--help` argv in the probe container: its exit code and what it taught.
+    async fn help_of(
+        &self,
+        name: &str,
+        argv: Vec<String>,
+        facts: &ImageFacts,
+        who: &str,
+        clock: &Clock,
+    ) -> Result<(i64, Option<FlagSet>), RunEnd> {
+        let env = facts
+            .pythonpath
+            .iter()
+            .map(|p| format!("PYTHONPATH={p}"))
+            .collect();
+        let (code, text) = clock
+            .wait(super::exec::capture(&self.docker, name, argv, env))
+            .await
+            .map_err(|e| {
+                err(
+                    Stage::StartingContainer,
+                    format!("asking {who} for --help: {e}"),
+                )
+            })?;
+        Ok((
+            code,
+            (code == 0).then(|| FlagSet::from_help(&text)).flatten(),
+        ))
+    }
+
     /// The image's server, asked for its `--help` (memoized by image id like the client's).
     #[allow(clippy::too_many_arguments)]
     async fn server_help(
@@ -605,35 +628,16 @@ impl DockerRuntime {
         if let Some(h) = self.caches.help(&key) {
             return Ok(h);
         }
-        let name = match probe.clone() {
-            Some(n) => n,
-            None => {
-                let n = self.prep_container(job, image, "probe", lo, clock).await?;
-                *probe = Some(n.clone());
-                n
-            }
-        };
+        let name = self.probe_name(job, image, probe, lo, clock).await?;
         let argv = vec![
             interp.to_string(),
             "-m".into(),
             rewrite::SERVER_MODULE.into(),
             "--help".into(),
         ];
-        let env = facts
-            .pythonpath
-            .iter()
-            .map(|p| format!("PYTHONPATH={p}"))
-            .collect();
-        let (code, text) = clock
-            .wait(super::exec::capture(&self.docker, &name, argv, env))
-            .await
-            .map_err(|e| {
-                err(
-                    Stage::StartingContainer,
-                    format!("asking the server for --help: {e}"),
-                )
-            })?;
-        let flags = (code == 0).then(|| FlagSet::from_help(&text)).flatten();
+        let (code, flags) = self
+            .help_of(&name, argv, facts, "the server", clock)
+            .await?;
         self.dlog(
             sink,
             Pipe::Stdout,
