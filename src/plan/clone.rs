@@ -185,6 +185,24 @@ impl Clone {
         out.lines().next().map(|l| l.trim().to_string())
     }
 
+    /// Whether `ancestor` is `rev` or in its history: `None` when git cannot answer (a
+    /// commit the clone lacks).
+    pub fn is_ancestor(&self, ancestor: &str, rev: &str) -> Option<bool> {
+        let st = Command::new("git")
+            .arg("-C")
+            .arg(&self.dir)
+            .args(["merge-base", "--is-ancestor", ancestor, rev])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .ok()?;
+        match st.code() {
+            Some(0) => Some(true),
+            Some(1) => Some(false),
+            _ => None,
+        }
+    }
+
     /// Whether the tree at `rev` mentions `needle` under `dir` (`git grep -F`): `None`
     /// when git cannot answer (unknown revision).
     /// Whether `path` (a file or a folder) is in the tree at `rev`.
@@ -197,6 +215,28 @@ impl Clone {
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
+    }
+
+    /// The text of `path` in the tree at `rev`, read up to `max` bytes: `None` when the
+    /// tree lacks it, git cannot answer, or it is larger (no evidence either way).
+    pub fn show(&self, rev: &str, path: &str, max: u64) -> Option<String> {
+        use std::io::Read;
+        let mut child = Command::new("git")
+            .arg("-C")
+            .arg(&self.dir)
+            .args(["cat-file", "blob", &format!("{rev}:{path}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let mut bytes = Vec::new();
+        let read = child.stdout.take()?.take(max + 1).read_to_end(&mut bytes);
+        // Past the bound git may still be writing: end it rather than wait on a full pipe.
+        let _ = child.kill();
+        let ok = child.wait().is_ok_and(|s| s.success()) || bytes.len() as u64 <= max;
+        (read.is_ok() && ok && bytes.len() as u64 <= max && !bytes.is_empty())
+            .then(|| String::from_utf8_lossy(&bytes).into_owned())
     }
 
     pub fn tree_mentions(&self, rev: &str, dir: &str, needle: &str) -> Option<bool> {

@@ -109,6 +109,18 @@ pub enum PatchState {
     },
 }
 
+/// What a variant's own tree defines as options (read from its argparse source at its
+/// revision): `None` where the tree did not tell (a file missing, a shim, no literal
+/// definitions).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceFlags {
+    pub client: Option<crate::rewrite::flags::FlagSet>,
+    pub server: Option<crate::rewrite::flags::FlagSet>,
+    /// The revision read and the files that told.
+    pub rev: String,
+    pub files: Vec<String>,
+}
+
 /// A dataset a command reads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DatasetFacts {
@@ -133,6 +145,12 @@ pub struct CommitFacts {
     /// night (nightshift asks each image at its first run and keeps the answer by id).
     #[serde(default)]
     pub learned: BTreeMap<String, crate::runtime::docker::memo::Learned>,
+    /// Per variant: the options its tree defines at its revision.
+    #[serde(default)]
+    pub source_flags: BTreeMap<String, SourceFlags>,
+    /// Per variant, per `flag_rule` the command meets: whether its tree has the failing code.
+    #[serde(default)]
+    pub rule_evidence: BTreeMap<String, BTreeMap<String, Known<bool>>>,
 }
 
 /// The box the night runs on.

@@ -212,7 +212,18 @@ fn commit_facts(
                 .clone(),
             None => Known::Unknown("no vLLM clone".into()),
         };
-        cf.eras.insert(v, era);
+        cf.eras.insert(v.clone(), era);
+        // What the variant's own tree defines and holds, where the clone can tell.
+        if let (Some(cl), Some(view)) = (clone, c.view.as_ref()) {
+            let kind = view.kind.or(c.mode).unwrap_or_default();
+            if let Some(sf) = super::source::flags_at(cl, &rev, view, kind) {
+                cf.source_flags.insert(v.clone(), sf);
+            }
+            let ev = super::source::rule_evidence(cl, &rev, view);
+            if !ev.is_empty() {
+                cf.rule_evidence.insert(v, ev);
+            }
+        }
     }
     for r in plan.runs.iter().filter(|r| r.commit == ci && r.repeat == 0) {
         let (Some(_), Some(p)) = (r.variant.agent_id(), &r.patch) else {

@@ -32,9 +32,70 @@ pub struct Gpu {
     pub gib: f64,
 }
 
+/// Options that fail together (or one without another) on some releases.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlagRule {
+    pub name: String,
+    pub category: String,
+    /// Options the command gives, every one: `--name`, or `--name=value` for one value.
+    pub all: Vec<String>,
+    /// Options whose absence the failure needs.
+    #[serde(default)]
+    pub none: Vec<String>,
+    /// Where a clone tells: the file at the variant's revision whose code fails, and texts
+    /// of that code (any present: the rule holds; none: it does not).
+    pub tree_file: String,
+    pub tree_text: Vec<String>,
+    /// Without a tree: the releases it holds for, `[from, before)`.
+    #[serde(default)]
+    pub from: Option<String>,
+    pub before: String,
+    /// The commit that removed the failure, where known: it and its descendants are fine,
+    /// whatever release they report.
+    #[serde(default)]
+    pub fixed_by: Option<String>,
+    /// Where the fact was read (files, releases).
+    pub source: String,
+    pub text: String,
+}
+
+/// A value an option's `choices` gained in a release (argparse refuses it before).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptionValue {
+    pub option: String,
+    pub value: String,
+    pub first: String,
+    /// The commit that added it, where known: it and its descendants accept it.
+    #[serde(default)]
+    pub added_by: Option<String>,
+    /// The choices before it came (for argparse's wording).
+    pub before_choices: Vec<String>,
+    pub source: String,
+}
+
+impl OptionValue {
+    /// The key its evidence is kept under with the rules'.
+    pub fn key(&self) -> String {
+        format!("{}={}", self.option, self.value)
+    }
+}
+
+impl FlagRule {
+    pub fn holds_for(&self, v: &PyVersion) -> bool {
+        let parse = |s: &str| PyVersion::parse(s).expect("known.toml versions are checked");
+        *v < parse(&self.before) && self.from.as_deref().is_none_or(|f| *v >= parse(f))
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Known {
+    #[serde(default)]
+    pub flag_rule: Vec<FlagRule>,
+    #[serde(default)]
+    pub option_value: Vec<OptionValue>,
     #[serde(default)]
     pub incompatibility: Vec<Incompatibility>,
     #[serde(default)]
@@ -99,6 +160,35 @@ mod tests {
         for a in &k.architecture {
             assert!(PyVersion::parse(&a.first).is_some(), "{}", a.name);
         }
+        assert!(k.flag_rule.len() >= 2 && !k.option_value.is_empty());
+        for o in &k.option_value {
+            assert!(PyVersion::parse(&o.first).is_some(), "{}", o.key());
+            assert!(!o.before_choices.contains(&o.value));
+        }
+        for r in &k.flag_rule {
+            assert!(PyVersion::parse(&r.before).is_some(), "{}", r.name);
+            assert!(r
+                .from
+                .as_deref()
+                .is_none_or(|f| PyVersion::parse(f).is_some()));
+            assert!(!r.all.is_empty() && !r.tree_text.is_empty() && !r.source.is_empty());
+            assert!(
+                r.category.parse::<crate::category::Category>().is_ok(),
+                "{}",
+                r.name
+            );
+        }
+    }
+
+    #[test]
+    fn flag_rules_hold_for_their_releases_only() {
+        let rule = |n: &str| known().flag_rule.iter().find(|r| r.name == n).unwrap();
+        let v = |s: &str| PyVersion::parse(s).unwrap();
+        let chunked = rule("chunked_prefill_with_prefix_caching");
+        assert!(chunked.holds_for(&v("0.5.5")) && chunked.holds_for(&v("0.4.2")));
+        assert!(!chunked.holds_for(&v("0.6.0")));
+        let ngram = rule("ngram_without_lookup_window");
+        assert!(ngram.holds_for(&v("0.6.4.dev22+g5b8a1fde")) && !ngram.holds_for(&v("0.8.3")));
     }
 
     #[test]

