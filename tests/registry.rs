@@ -146,7 +146,7 @@ fn start_registry(t: &Tools, dir: &Path) -> (Proc, u16) {
     std::fs::write(
         &config,
         format!(
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {root}\n\
+            "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {root}\n\
              http:\n  addr: 127.0.0.1:{port}\n  secret: nightshift-test\n\
              auth:\n  htpasswd:\n    realm: nightshift-test\n    path: {pw}\n",
             root = dir.join("storage").display(),
@@ -815,6 +815,15 @@ async fn preflight_asks_the_registry_for_manifests() {
         }
         other => panic!("{other:?}\n--- registry\n{}", reg.log()),
     }
+    // Asked with HEAD by tag (a GET counts as a pull on Docker Hub); the size by digest.
+    let log = reg.log();
+    let by_tag = |method: &str| {
+        log.lines().any(|l| {
+            l.contains(&format!("http.request.method={method}"))
+                && l.contains("/v2/nightshift/preflight/manifests/there")
+        })
+    };
+    assert!(by_tag("HEAD") && !by_tag("GET"), "{log}");
     match nightshift::preflight::registry::lookup(&client, &good, &format!("{repo}:never-pushed"))
         .await
     {

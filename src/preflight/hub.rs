@@ -359,7 +359,7 @@ fn same_host(from: &str, location: &str) -> Option<String> {
 }
 
 /// The body, refused past `max` bytes (a Hub answer is never read whole on trust).
-async fn read_bounded(mut r: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+pub(crate) async fn read_bounded(mut r: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
     if r.content_length().is_some_and(|n| n > max as u64) {
         return Err(format!("the Hub's answer is over {} MiB", max >> 20));
     }

@@ -1,6 +1,12 @@
-//! Is an image in its registry? One manifest request (Docker Registry HTTP API v2), with the
-//! credentials `docker login` left in the operator's Docker config: exists (digest and the
-//! compressed size of its layers), missing, or refused. Nothing is pulled.
+//! Is an image in its registry? A `HEAD` of its manifest (Docker Registry HTTP API v2), with
+//! the credentials `docker login` left in the operator's Docker config: exists (digest and
+//! the compressed size of its layers), missing, or refused. Nothing is pulled.
+//!
+//! Docker Hub counts every `GET` of a manifest as a pull against the account's quota (a
+//! `HEAD` is free), so on Docker Hub the size comes from Hub's own tags API; other
+//! registries are asked for the manifest by digest. A repository Docker Hub does not know
+//! answers `401` like one the credentials may not read: Hub's repositories API tells them
+//! apart, so "missing" is not reported as "docker login".
 //!
 //! The registry's own auth dance is followed: a `401` with `WWW-Authenticate: Basic` is
 //! answered with the user and password; `Bearer realm=…,service=…` sends them to the token
@@ -10,7 +16,7 @@ use super::facts::ImageState;
 use crate::runtime::docker::auth::{DockerAuth, Registry};
 use crate::runtime::docker::image::split_ref;
 use reqwest::header::{ACCEPT, WWW_AUTHENTICATE};
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use std::time::Duration;
 
 const ACCEPTS: &str = "application/vnd.docker.distribution.manifest.list.v2+json, \
@@ -92,7 +98,7 @@ pub async fn lookup(client: &reqwest::Client, auth: &DockerAuth, image: &str) ->
         Ok(c) => c,
         Err(e) => return ImageState::Unknown(format!("credentials: {e}")),
     };
-    let first = match get(client, &url, None).await {
+    let first = match request(client, Method::HEAD, &url, None).await {
         Ok(r) => r,
         Err(e) => return ImageState::Unknown(e),
     };
@@ -123,7 +129,7 @@ pub async fn lookup(client: &reqwest::Client, auth: &DockerAuth, image: &str) ->
                 }
             }
         };
-        let r = get(client, &url, Some(&header)).await;
+        let r = request(client, Method::HEAD, &url, Some(&header)).await;
         used = Some(header);
         match r {
             Ok(r) => r,
@@ -133,26 +139,31 @@ pub async fn lookup(client: &reqwest::Client, auth: &DockerAuth, image: &str) ->
         first
     };
     let status = resp.status();
+    let reg = Registry::of(image);
     match status {
         s if s.is_success() => {}
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            if reg.is_docker_hub() && hub_repo_missing(client, &path).await {
+                return ImageState::Missing {
+                    detail: format!(
+                        "{path} is not a repository on Docker Hub (Hub's API answers 404; a private repository of another account reads the same)"
+                    ),
+                };
+            }
             return ImageState::Denied {
                 detail: format!(
                     "{} refused the credentials ({status}): docker login {}",
-                    Registry::of(image).host,
-                    Registry::of(image).server_address()
+                    reg.host,
+                    reg.server_address()
                 ),
-            }
+            };
         }
         StatusCode::NOT_FOUND => {
             return ImageState::Missing {
-                detail: format!(
-                    "{image} is not in {} (manifest unknown)",
-                    Registry::of(image).host
-                ),
+                detail: format!("{image} is not in {} (manifest unknown)", reg.host),
             }
         }
-        s => return ImageState::Unknown(format!("{}: HTTP {s}", Registry::of(image).host)),
+        s => return ImageState::Unknown(format!("{}: HTTP {s}", reg.host)),
     }
     let digest = resp
         .headers()
@@ -160,37 +171,84 @@ pub async fn lookup(client: &reqwest::Client, auth: &DockerAuth, image: &str) ->
         .and_then(|d| d.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let body: serde_json::Value = match resp.json().await {
-        Ok(b) => b,
-        Err(e) => return ImageState::Unknown(format!("manifest of {image}: {e}")),
+    let size = if reg.is_docker_hub() {
+        hub_tag_size(client, &path, &tag).await
+    } else {
+        let by = if digest.is_empty() {
+            tag.as_str()
+        } else {
+            digest.as_str()
+        };
+        manifest_size(client, &base, &path, by, used.as_deref()).await
     };
-    let size = match body.get("manifests").and_then(|m| m.as_array()) {
-        // An index: the linux/amd64 image's own manifest has the layers.
-        Some(list) => {
-            let pick = list
-                .iter()
-                .find(|m| {
-                    m.pointer("/platform/architecture").and_then(|a| a.as_str()) == Some("amd64")
-                })
-                .or_else(|| list.first());
-            let Some(d) = pick.and_then(|m| m.get("digest")).and_then(|d| d.as_str()) else {
-                return ImageState::Unknown(format!("manifest list of {image} names no image"));
-            };
-            let url = format!("{base}/v2/{path}/manifests/{d}");
-            match get(client, &url, used.as_deref()).await {
-                Ok(r) if r.status().is_success() => match r.json::<serde_json::Value>().await {
-                    Ok(m) => layers_size(&m),
-                    Err(e) => return ImageState::Unknown(format!("manifest of {image}: {e}")),
-                },
-                Ok(r) => {
-                    return ImageState::Unknown(format!("manifest of {image}: HTTP {}", r.status()))
-                }
-                Err(e) => return ImageState::Unknown(e),
-            }
+    match size {
+        Ok(size) => ImageState::Registry { digest, size },
+        Err(why) => {
+            ImageState::Unknown(format!("{image}: in its registry ({digest}); size: {why}"))
         }
-        None => layers_size(&body),
+    }
+}
+
+/// The compressed size of an image's layers from its manifest (by digest: no tag moves
+/// between the two requests); an index is followed to its linux/amd64 image.
+async fn manifest_size(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+    reference: &str,
+    auth: Option<&str>,
+) -> Result<u64, String> {
+    let url = format!("{base}/v2/{path}/manifests/{reference}");
+    let body = json(request(client, Method::GET, &url, auth).await?).await?;
+    let Some(list) = body.get("manifests").and_then(|m| m.as_array()) else {
+        return Ok(layers_size(&body));
     };
-    ImageState::Registry { digest, size }
+    let pick = list
+        .iter()
+        .find(|m| m.pointer("/platform/architecture").and_then(|a| a.as_str()) == Some("amd64"))
+        .or_else(|| list.first());
+    let d = pick
+        .and_then(|m| m.get("digest"))
+        .and_then(|d| d.as_str())
+        .ok_or("the manifest list names no image")?;
+    let url = format!("{base}/v2/{path}/manifests/{d}");
+    Ok(layers_size(
+        &json(request(client, Method::GET, &url, auth).await?).await?,
+    ))
+}
+
+/// Bounded: a manifest is a few KB; an answer past this is not one.
+const MAX_MANIFEST: usize = 4 << 20;
+
+async fn json(resp: reqwest::Response) -> Result<serde_json::Value, String> {
+    if !resp.status().is_success() {
+        return Err(format!("HTTP {}", resp.status()));
+    }
+    let bytes = crate::preflight::hub::read_bounded(resp, MAX_MANIFEST)
+        .await
+        .map_err(|e| e.to_string())?;
+    serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+}
+
+/// Docker Hub's API (not the registry: no pull is counted).
+const HUB_API: &str = "https://hub.docker.com/v2";
+
+async fn hub_tag_size(client: &reqwest::Client, path: &str, tag: &str) -> Result<u64, String> {
+    let url = format!("{HUB_API}/repositories/{path}/tags/{tag}");
+    let v = json(request(client, Method::GET, &url, None).await?).await?;
+    v.get("full_size")
+        .and_then(|s| s.as_u64())
+        .ok_or_else(|| "Docker Hub's tag answer has no full_size".to_string())
+}
+
+/// Whether Docker Hub's repositories API says `path` does not exist (404). Anything else
+/// (200, a refusal, no answer) is no evidence of absence.
+async fn hub_repo_missing(client: &reqwest::Client, path: &str) -> bool {
+    let url = format!("{HUB_API}/repositories/{path}/");
+    matches!(
+        request(client, Method::GET, &url, None).await,
+        Ok(r) if r.status() == StatusCode::NOT_FOUND
+    )
 }
 
 fn layers_size(m: &serde_json::Value) -> u64 {
@@ -218,12 +276,13 @@ fn basic(c: &Creds) -> String {
     )
 }
 
-async fn get(
+async fn request(
     client: &reqwest::Client,
+    method: Method,
     url: &str,
     authorization: Option<&str>,
 ) -> Result<reqwest::Response, String> {
-    let mut req = client.get(url).header(ACCEPT, ACCEPTS);
+    let mut req = client.request(method, url).header(ACCEPT, ACCEPTS);
     if let Some(a) = authorization {
         let mut v = reqwest::header::HeaderValue::from_str(a)
             .map_err(|_| "credentials a header cannot carry".to_string())?;

@@ -344,3 +344,29 @@ fn a_choice_added_by_the_commit_under_test_blocks_only_its_parent() {
     }
     assert!(blocked_variants(&judge(&plan(cmd, ""), &f)[0], "bench_command_invalid").is_empty());
 }
+
+#[test]
+fn downloads_beyond_the_caches_free_space_are_a_named_risk() {
+    let p = plan(LAT, "");
+    let mut f = facts(model(30 * GIB, serde_json::json!({})), "0.6.0");
+    f.host.cache_free = Some(20 * GIB);
+    let r = &judge(&p, &f)[0];
+    assert_eq!(r.verdict, Verdict::AtRisk, "{r:?}");
+    let why = r
+        .reasons
+        .iter()
+        .find(|x| x.category == "disk_full")
+        .unwrap();
+    assert!(
+        why.text.contains("20.0 GiB free") || why.text.contains("20 GiB"),
+        "{}",
+        why.text
+    );
+    // Already in the cache: nothing to download.
+    f.models.get_mut("org/m").unwrap().source = "hf cache".into();
+    assert_eq!(judge(&p, &f)[0].verdict, Verdict::Ready);
+    // Room enough.
+    f.models.get_mut("org/m").unwrap().source = "hub".into();
+    f.host.cache_free = Some(400 * GIB);
+    assert_eq!(judge(&p, &f)[0].verdict, Verdict::Ready);
+}

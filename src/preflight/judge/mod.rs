@@ -53,11 +53,59 @@ impl Findings {
 
 /// One report per commit of `plan`, in plan order.
 pub fn judge(plan: &Plan, facts: &Facts) -> Vec<CommitReport> {
-    plan.commits
+    let mut reports: Vec<CommitReport> = plan
+        .commits
         .iter()
         .enumerate()
         .map(|(ci, c)| judge_commit(plan, facts, ci, c))
-        .collect()
+        .collect();
+    downloads_fit(facts, &mut reports);
+    reports
+}
+
+/// Share of the HF cache's free space the night's downloads may fill: the rest is for the
+/// logs, the store and what the box does besides.
+const DOWNLOAD_SHARE: f64 = 0.9;
+
+/// The weights the night downloads (models not in the HF cache), counted once each in plan
+/// order, against the cache's free space: a commit whose model would be fetched past it is
+/// at risk of `disk_full`, named with both figures.
+fn downloads_fit(facts: &Facts, reports: &mut [CommitReport]) {
+    let Some(free) = facts.host.cache_free else {
+        return;
+    };
+    let room = (free as f64 * DOWNLOAD_SHARE) as u64;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut total = 0u64;
+    for r in reports.iter_mut() {
+        if r.verdict == Verdict::Blocked {
+            continue;
+        }
+        let Some(m) = r.model.clone() else { continue };
+        let Some(mf) = facts.models.get(&m) else {
+            continue;
+        };
+        let (Some(bytes), false) = (mf.weights_bytes, mf.source == "hf cache") else {
+            continue;
+        };
+        if seen.insert(m.clone()) {
+            total = total.saturating_add(bytes);
+        }
+        if total > room {
+            r.reasons.push(Reason {
+                variant: ALL.into(),
+                category: "disk_full".into(),
+                text: format!(
+                    "{m} ({}) is downloaded tonight: with the models before it the night fetches {} into the HF cache, which has {} free; free space or `nightshift prefetch` on a larger disk first",
+                    human_bytes(bytes),
+                    human_bytes(total),
+                    human_bytes(free)
+                ),
+                severity: Severity::Risk,
+            });
+            r.verdict = r.verdict.max(Verdict::AtRisk);
+        }
+    }
 }
 
 fn variants_of(plan: &Plan, ci: usize) -> Vec<String> {
