@@ -183,6 +183,13 @@ pub fn print_summary(out: &mut dyn Write, plan: &Plan, s: &Summary) -> std::io::
         )?;
     }
     if let Some(left) = &s.window_closed {
+        if s.counts.held > 0 {
+            writeln!(
+                out,
+                "  the window closed with {} runs held for the operator: they stay held (run again to decide them)",
+                s.counts.held
+            )?;
+        }
         if left.is_empty() {
             writeln!(
                 out,

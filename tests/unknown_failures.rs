@@ -531,3 +531,67 @@ async fn an_explicit_hold_lasts_only_while_someone_is_attached() {
         );
     }
 }
+
+/// With an operator attached the held runs wait, but not past the window: at `--until`
+/// the night ends by itself, the held runs stay held for the morning.
+#[tokio::test]
+async fn the_window_ends_an_attended_night_with_its_held_runs_kept() {
+    use nightshift::engine::{Engine, EngineOptions};
+    use nightshift::runtime::sim::{SimRuntime, Speed};
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let text = plan_text(&[("m/x", true), ("m/x", false)]);
+    let plan = Arc::new(
+        Plan::from_str_at("p.toml", text, tmp.path(), &tmp.path().join("p.toml")).unwrap(),
+    );
+    let cfg = nightshift::policy::PolicyConfig::from_toml("[actions]\nother = \"operator\"\n", "p")
+        .unwrap();
+    let (engine, _cmds) = Engine::new(
+        plan.clone(),
+        Arc::new(SimRuntime::new(Speed::Max)),
+        EngineOptions {
+            gpus: 2,
+            seed: 1,
+            wait_for_operator: true,
+        },
+    );
+    let window = nightshift::window::Window {
+        closes: Instant::now() + Duration::from_millis(1500),
+        scale: 1.0,
+        start_late: true,
+        typical: Duration::from_millis(10),
+    };
+    let mut engine = engine
+        .with_time_scale(0.0)
+        .with_diagnosis(
+            cfg,
+            Arc::new(nightshift::diagnose::Catalog::builtin()),
+            Arc::new(nightshift::diagnose::RecipeBook::builtin()),
+        )
+        .with_held_limit(Duration::from_secs(3600))
+        .with_window(Some(window));
+    // Someone stays attached all night: holds would wait for them forever.
+    engine.count_clients(Arc::new(AtomicUsize::new(1)));
+    let t0 = Instant::now();
+    let (summary, st) = tokio::time::timeout(
+        Duration::from_secs(20),
+        engine.run(tokio_util::sync::CancellationToken::new()),
+    )
+    .await
+    .expect("the window ends the night")
+    .unwrap();
+    assert!(
+        t0.elapsed() >= Duration::from_millis(1400),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(summary.window_closed.is_some(), "{summary:?}");
+    assert!(!summary.interrupted);
+    assert_eq!((summary.counts.held, summary.counts.success), (3, 3));
+    assert!(st
+        .runs
+        .iter()
+        .take(3)
+        .all(|r| matches!(r.state, RunState::Held { .. })));
+}

@@ -385,10 +385,19 @@ impl Engine {
                 if self.active.is_empty() && self.ends_here(&shutdown, &mut summary)? {
                     break;
                 }
+                // The window's close wakes the loop too (only ahead of now: a past instant
+                // would spin while the last runs finish).
+                let now = Instant::now();
+                let closes = self
+                    .window
+                    .as_ref()
+                    .map(|w| Instant::from_std(w.closes))
+                    .filter(|t| *t > now);
                 let wake = self
                     .not_before
                     .values()
                     .chain(self.held_until.values().map(|(t, _)| t))
+                    .chain(closes.as_ref())
                     .min()
                     .copied()
                     .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
@@ -468,6 +477,16 @@ impl Engine {
         // The window has closed for every queued run: the night ends here, with what did
         // not fit queued for the next.
         if queued_waiting && self.window_refuses_all() {
+            summary.window_closed = Some(self.not_started_commits());
+            return Ok(true);
+        }
+        // The window has closed: nothing more starts tonight, attended or not. Held runs
+        // stay held in the store for the morning (`run` again resumes them).
+        if self
+            .window
+            .as_ref()
+            .is_some_and(|w| w.closed(std::time::Instant::now()))
+        {
             summary.window_closed = Some(self.not_started_commits());
             return Ok(true);
         }
