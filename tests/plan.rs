@@ -538,3 +538,25 @@ fn plan_check_refuses_huge_repeats_at_the_field_and_devices_by_name() {
         );
     }
 }
+
+/// Two commits sharing their first 12 hex digits: their runs' keys differ (the whole hash),
+/// so neither's results can replace the other's; every other commit keeps the short key.
+#[test]
+fn commits_sharing_twelve_hex_digits_get_distinct_run_keys() {
+    let a = format!("abcdef123456{}", "0".repeat(28));
+    let b = format!("abcdef123456{}", "1".repeat(28));
+    let c = "1".repeat(40);
+    let mut text = String::from("schema_version = 1\n");
+    for h in [&a, &b, &c] {
+        text += &format!("[[commits]]\ncommit = \"{h}\"\nparent = \"{}\"\nperf_command = \"python benchmarks/benchmark_serving.py --model m\"\n", "2".repeat(40));
+    }
+    let p = Plan::from_str_at("t.toml", text, Path::new("."), Path::new("t.toml")).unwrap();
+    let keys: std::collections::BTreeSet<&str> = p.runs.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys.len(), p.runs.len(), "{keys:?}");
+    assert!(keys.contains(format!("{a}/human").as_str()), "{keys:?}");
+    assert!(keys.contains(format!("{b}/baseline").as_str()), "{keys:?}");
+    assert!(
+        keys.contains(format!("{}/human", &c[..12]).as_str()),
+        "{keys:?}"
+    );
+}

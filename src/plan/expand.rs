@@ -36,7 +36,9 @@ impl Builder {
                 "variant `agent` but the plan has no [[agents]] to run it with".into(),
             );
         }
+        let prefixes = key_prefixes(commits);
         for (ci, c) in commits.iter().enumerate() {
+            let prefix = &c.commit[..prefixes[ci]];
             let (rc, fl) = match by_commit.get(&c.commit) {
                 Some((rc, fl)) => (Some(*rc), Some(*fl)),
                 None => (None, None),
@@ -148,14 +150,9 @@ impl Builder {
             {
                 {
                     let key = if repeats > 1 {
-                        format!(
-                            "{}/{}/r{}",
-                            &c.commit[..c.commit.len().min(12)],
-                            v,
-                            repeat + 1
-                        )
+                        format!("{prefix}/{v}/r{}", repeat + 1)
                     } else {
-                        format!("{}/{}", &c.commit[..c.commit.len().min(12)], v)
+                        format!("{prefix}/{v}")
                     };
                     let mut skip_reason = None;
                     if let Some(inv) = &c.invalid {
@@ -259,4 +256,25 @@ impl Builder {
         }
         runs
     }
+}
+
+/// How much of each commit's hash its run keys carry: 12 hex digits (what stores have
+/// always used), the whole hash where two commits of the plan share those 12, so no two
+/// commits' runs ever share a key.
+fn key_prefixes(commits: &[CommitSpec]) -> Vec<usize> {
+    let mut by12: BTreeMap<&str, usize> = BTreeMap::new();
+    for c in commits {
+        *by12.entry(&c.commit[..c.commit.len().min(12)]).or_default() += 1;
+    }
+    commits
+        .iter()
+        .map(|c| {
+            let short = c.commit.len().min(12);
+            if by12[&c.commit[..short]] > 1 {
+                c.commit.len()
+            } else {
+                short
+            }
+        })
+        .collect()
 }

@@ -80,7 +80,10 @@ impl DockerRuntime {
             self.cfg.shm_size.as_deref().and_then(container::parse_size)
         };
         let name = container::name(job, "run");
-        lo.lock().unwrap().containers.push((name.clone(), serving));
+        lo.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .containers
+            .push((name.clone(), serving));
         let t_create = Instant::now();
         let spec = container::Spec {
             image: image.clone(),
@@ -162,7 +165,10 @@ impl DockerRuntime {
                     let _ = exec::pump(Box::pin(logs), &mut out).await;
                 })
             };
-            lo.lock().unwrap().followers.push(follower);
+            lo.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .followers
+                .push(follower);
             let Some(host_port) = clock
                 .wait(container::host_port(&self.docker, &name, port))
                 .await
@@ -362,7 +368,8 @@ impl DockerRuntime {
 
     /// Let the log followers deliver what the container printed last.
     pub(super) async fn flush_followers(&self, lo: &Mutex<Leftovers>) {
-        let followers: Vec<JoinHandle<()>> = std::mem::take(&mut lo.lock().unwrap().followers);
+        let followers: Vec<JoinHandle<()>> =
+            std::mem::take(&mut lo.lock().unwrap_or_else(|e| e.into_inner()).followers);
         for f in followers {
             let abort = f.abort_handle();
             if tokio::time::timeout(Duration::from_secs(10), f)
@@ -382,7 +389,7 @@ impl DockerRuntime {
         clock: &Clock,
     ) {
         let (containers, images) = {
-            let mut l = lo.lock().unwrap();
+            let mut l = lo.lock().unwrap_or_else(|e| e.into_inner());
             (
                 std::mem::take(&mut l.containers),
                 std::mem::take(&mut l.images),

@@ -167,7 +167,10 @@ impl DockerRuntime {
             .await
             .ok_or_else(|| format!("{tag} missing after its build"))?;
         let name = container::name(job, "build");
-        lo.lock().unwrap().containers.push((name.clone(), false));
+        lo.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .containers
+            .push((name.clone(), false));
         let spec = container::Spec {
             image: tag.to_string(),
             entrypoint: super::super::keeper(),

@@ -129,7 +129,12 @@ impl Caches {
 
     /// The probe of `image_id`, from memory or an earlier night.
     fn probe(&self, image_id: &str) -> Option<Arc<ImageFacts>> {
-        if let Some(f) = self.probes.lock().unwrap().get(image_id) {
+        if let Some(f) = self
+            .probes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(image_id)
+        {
             return Some(f.clone());
         }
         let memo = super::memo::load(self.dir.as_ref()?, image_id);
@@ -147,17 +152,28 @@ impl Caches {
             memo.probe = Some((*f).clone());
             super::memo::save(dir, image_id, &memo);
         }
-        self.probes.lock().unwrap().insert(image_id.to_string(), f);
+        self.probes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(image_id.to_string(), f);
     }
 
     /// A help answer by (image id, source, program), from memory or an earlier night.
     fn help(&self, key: &(String, String, String)) -> Option<Option<FlagSet>> {
-        if let Some(h) = self.helps.lock().unwrap().get(key) {
+        if let Some(h) = self
+            .helps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+        {
             return Some(h.clone());
         }
         let memo = super::memo::load(self.dir.as_ref()?, &key.0);
         let h = memo.helps.get(&format!("{} {}", key.1, key.2))?.clone();
-        self.helps.lock().unwrap().insert(key.clone(), h.clone());
+        self.helps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.clone(), h.clone());
         Some(h)
     }
 
@@ -168,7 +184,10 @@ impl Caches {
                 .insert(format!("{} {}", key.1, key.2), flags.clone());
             super::memo::save(dir, &key.0, &memo);
         }
-        self.helps.lock().unwrap().insert(key, flags);
+        self.helps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, flags);
     }
 }
 

@@ -133,7 +133,10 @@ impl DockerRuntime {
         }
         let (repo, tag) = image::patched_ref(&job.sweep, &job.key, job.attempt);
         let patched = format!("{repo}:{tag}");
-        lo.lock().unwrap().images.push(patched.clone());
+        lo.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .images
+            .push(patched.clone());
         self.commit(
             &name,
             (&repo, &tag),

@@ -78,7 +78,10 @@ impl DockerRuntime {
         clock: &Clock,
     ) -> Result<String, RunEnd> {
         let name = container::name(job, role);
-        lo.lock().unwrap().containers.push((name.clone(), false));
+        lo.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .containers
+            .push((name.clone(), false));
         let spec = container::Spec {
             image: image.to_string(),
             entrypoint: keeper(),
@@ -143,6 +146,9 @@ impl DockerRuntime {
 
     pub(super) async fn remove_now(&self, name: &str, lo: &Mutex<Leftovers>, clock: &Clock) {
         clock.wait(container::teardown(&self.docker, name, 0)).await;
-        lo.lock().unwrap().containers.retain(|c| c.0 != name);
+        lo.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .containers
+            .retain(|c| c.0 != name);
     }
 }
