@@ -326,3 +326,62 @@ fn no_visible_gpu_is_an_error_at_start() {
         "{err}"
     );
 }
+
+/// Racing `run`s on a store with a stale socket (a daemon killed with -9): one daemon binds
+/// and stays reachable, every other is refused; none removes the winner's socket.
+#[test]
+fn racing_runs_on_a_stale_store_leave_one_reachable_daemon() {
+    let (_tmp, plan, store, mut first) = started(6, "5");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(protocol::socket_path(&store).exists());
+    let mut racers: Vec<Daemon> = (0..4).map(|_| headless(&plan, &store, "0.05")).collect();
+    // The losers end (refused); exactly one goes on serving.
+    wait_for("the losing daemons to end", 60, || {
+        racers
+            .iter_mut()
+            .map(|d| d.try_wait().unwrap().is_none())
+            .filter(|alive| *alive)
+            .count()
+            <= 1
+    });
+    let codes: Vec<Option<i32>> = racers
+        .iter_mut()
+        .filter_map(|d| d.try_wait().unwrap().map(|s| s.code()))
+        .collect();
+    assert_eq!(codes.len(), 3, "{codes:?}");
+    assert!(codes.iter().all(|c| *c == Some(2)), "{codes:?}");
+    // The winner answers on the socket, now and a little later.
+    for _ in 0..3 {
+        let (code, line) = status(&store);
+        assert_eq!(code, 0, "the surviving daemon is unreachable: {line}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    stop_now(&store);
+}
+
+/// `stop` in a run's first moments finds the starting daemon (it holds the store's lock
+/// before its socket answers) instead of saying no sweep is running.
+#[test]
+fn stop_right_after_run_finds_the_starting_daemon() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = plan(tmp.path(), 6);
+    let store = tmp.path().join("store");
+    let mut d = headless(&plan, &store, "0.05");
+    // As soon as the lock file exists (the daemon's first moment with the store).
+    wait_for("the daemon's lock", 30, || {
+        store.join("daemon.lock").exists()
+    });
+    let o = stop_now(&store);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("no sweep is running"), "{err}");
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let t0 = Instant::now();
+    while d.try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the daemon did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -20,6 +20,23 @@ fn store_held(store: &Path) -> bool {
     rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
 }
 
+/// A daemon holds the store's lock (`daemon.lock`): it is running, or starting and about
+/// to bind its socket.
+pub fn daemon_holds(store: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(store.join("daemon.lock"))
+    else {
+        return false;
+    };
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
+}
+
+/// How long a client waits for a starting daemon's socket.
+const STARTING_WAIT: Duration = Duration::from_secs(10);
+
 pub fn not_running(store: &Path) -> String {
     let stale = protocol::socket_path(store).exists();
     format!(
@@ -36,6 +53,12 @@ pub fn not_running(store: &Path) -> String {
 /// Ask once: hello with `want`, then the daemon's first answer.
 fn ask(store: &Path, want: Want) -> Result<DaemonMsg, String> {
     let path = protocol::socket_path(store);
+    // A daemon in its first moments holds the store's lock before its socket answers:
+    // wait for it (bounded) rather than say no sweep is running.
+    let t0 = Instant::now();
+    while !alive(store) && daemon_holds(store) && t0.elapsed() < STARTING_WAIT {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let mut s = std::os::unix::net::UnixStream::connect(&path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::PermissionDenied {
             // Another user's live daemon looks like this too: never call it gone.
@@ -115,10 +138,11 @@ pub fn stop(store: &Path, now: bool) -> i32 {
     // Gone means the store is free again (the daemon has exited, or at least let go of
     // the database), so `stop --now && run` works.
     let t0 = Instant::now();
-    while (alive(store) || store_held(store)) && t0.elapsed() < Duration::from_secs(60) {
+    let gone = || !alive(store) && !store_held(store) && !daemon_holds(store);
+    while !gone() && t0.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(100));
     }
-    if alive(store) || store_held(store) {
+    if !gone() {
         tracing::warn!(
             "the daemon is still stopping after 60 s (runs in flight being torn down); `nightshift status` tells when it has gone"
         );

@@ -75,7 +75,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         if let Err(code) = own_store_dir(&dir) {
             return code;
         }
-        let (listener, took_over) = match server::bind(&dir) {
+        let (listener, took_over, bound) = match server::bind(&dir) {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!("{e}");
@@ -89,7 +89,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         } = match prepare_run(&a) {
             Ok(p) => p,
             Err(c) => {
-                let _ = std::fs::remove_file(protocol::socket_path(&dir));
+                bound.remove_socket();
                 return c;
             }
         };
@@ -229,7 +229,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             if let Some(t) = alerting {
                 let _ = tokio::time::timeout(Duration::from_secs(20), t).await;
             }
-            let _ = std::fs::remove_file(protocol::socket_path(&dir));
+            bound.remove_socket();
             let _ = std::io::Write::flush(&mut std::io::stderr());
             std::process::exit(1);
         }
@@ -257,7 +257,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             let _ = tokio::time::timeout(Duration::from_secs(20), t).await;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
-        let _ = std::fs::remove_file(protocol::socket_path(&dir));
+        bound.remove_socket();
         match result {
             Ok((summary, _)) => {
                 let _ = crate::headless::print_summary(&mut console::Console, &plan, &summary);

@@ -253,10 +253,63 @@ pub enum BindError {
     Io { path: PathBuf, why: String },
 }
 
-/// Listen on the store's socket, owner-only. A socket file nobody answers on is stale (a
-/// daemon killed with -9): it is taken over, and the `bool` says so.
-pub fn bind(store: &Path) -> Result<(UnixListener, bool), BindError> {
+/// The daemon's hold on its store: a lifetime `flock` on `daemon.lock`, taken before the
+/// socket is touched, and the identity of the socket it bound, so it removes that socket
+/// and never another daemon's.
+pub struct Bound {
+    _lock: std::fs::File,
+    socket: PathBuf,
+    identity: Option<(u64, u64)>,
+}
+
+impl Bound {
+    /// Remove the socket if it is still the one this daemon bound.
+    pub fn remove_socket(&self) {
+        if self.identity.is_some() && identity(&self.socket) == self.identity {
+            let _ = std::fs::remove_file(&self.socket);
+        }
+    }
+}
+
+fn identity(p: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// The store's daemon lock, taken without waiting: `None` when another process holds it.
+fn lock_store(store: &Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(store.join("daemon.lock"))?;
+    match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(f)),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Listen on the store's socket, owner-only. One daemon per store: the store's lock is
+/// taken first and held for the daemon's life, so of two racing daemons one binds and the
+/// other is told a sweep is running. A socket file nobody answers on is stale (a daemon
+/// killed with -9): the lock's holder takes it over, and the `bool` says so.
+pub fn bind(store: &Path) -> Result<(UnixListener, bool, Bound), BindError> {
     let path = protocol::socket_path(store);
+    let io = |e: std::io::Error| BindError::Io {
+        path: path.clone(),
+        why: e.to_string(),
+    };
+    let lock = match lock_store(store).map_err(io)? {
+        Some(l) => l,
+        None => return Err(BindError::Live(path)),
+    };
     let stale = path.exists();
     if stale {
         match std::os::unix::net::UnixStream::connect(&path) {
@@ -273,15 +326,17 @@ pub fn bind(store: &Path) -> Result<(UnixListener, bool), BindError> {
             }
         }
     }
-    let io = |e: std::io::Error| BindError::Io {
-        path: path.clone(),
-        why: e.to_string(),
-    };
     // Created owner-only from the start: no window in which others could connect.
     let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o177));
     let bound = UnixListener::bind(&path);
     rustix::process::umask(old);
-    bound.map(|l| (l, stale)).map_err(io)
+    let listener = bound.map_err(io)?;
+    let guard = Bound {
+        _lock: lock,
+        identity: identity(&path),
+        socket: path,
+    };
+    Ok((listener, stale, guard))
 }
 
 /// A connection has this long to say hello; one that never speaks costs a file descriptor

@@ -156,7 +156,10 @@ impl Store {
                 .map(|d| {
                     d.flatten().all(|e| {
                         let n = e.file_name();
-                        n == "logs" || n == "nightshift.sock" || n == "daemon.log"
+                        n == "logs"
+                            || n == "nightshift.sock"
+                            || n == "daemon.log"
+                            || n == "daemon.lock"
                     })
                 })
                 .unwrap_or(true);
