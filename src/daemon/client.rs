@@ -245,6 +245,8 @@ pub fn query_text(store: &Path, want: Want) -> Option<Result<String, (i32, Strin
         return None;
     }
     Some(match ask(store, want) {
+        // The daemon ended between the check and the question: read the store instead.
+        Err(_) if !alive(store) => return None,
         Ok(DaemonMsg::Output { text, error, code }) => match error {
             Some(e) => Err((code, e)),
             None => Ok(text),

@@ -139,15 +139,43 @@ fn usable_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::remove_file(&probe)
 }
 
-/// The store for `results`/`show`: `--store`, else the only sweep under the data root.
+/// The store for `results`/`show`/`digest`: `--store`, else the only sweep under the data
+/// root. A reader never takes the writer's lock (sled's is exclusive: a `results` in a
+/// loop would refuse every `run`): it reads a snapshot of the database taken now. Only
+/// when no snapshot opens is the store itself opened, for its own error.
 pub fn find_store(store: Option<PathBuf>) -> Result<Store, i32> {
     let dir = find_dir(store)?;
+    if let Some(s) = snapshot(&dir) {
+        return Ok(s);
+    }
     match Store::open(&dir, false) {
         Err(e @ StoreError::Locked { .. }) => {
             open_snapshot(&dir, "is in use by a running sweep", e)
         }
         Err(e @ StoreError::ReadOnly { .. }) => open_snapshot(&dir, "is read-only", e),
         other => other.map_err(|e| store_error(&e)),
+    }
+}
+
+/// A snapshot of the store at `dir` opened from a private copy, when it is a store.
+fn snapshot(dir: &Path) -> Option<Store> {
+    if !dir.join("db").is_file() {
+        return None;
+    }
+    let copy = tempfile::Builder::new()
+        .prefix("nightshift-snapshot-")
+        .tempdir()
+        .ok()?
+        .keep();
+    match crate::store::copy_db(dir, &copy)
+        .ok()
+        .and_then(|_| Store::open(&copy, false).ok())
+    {
+        Some(s) => Some(s.snapshot_of(dir, copy)),
+        None => {
+            let _ = std::fs::remove_dir_all(&copy);
+            None
+        }
     }
 }
 
