@@ -89,6 +89,45 @@ impl Watch {
     }
 }
 
+/// What the watch does at a tick.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Below the floor: pause (again, if the operator resumed meanwhile — by level, so the
+    /// floor holds all night, not only at the moment space ran low).
+    Pause(String),
+    /// Back above the floor with room to spare: lift the watch's own pause.
+    Resume,
+    /// Nothing to do.
+    Hold,
+}
+
+impl Watch {
+    /// Space above the floor a paused night waits for before it resumes, so a disk
+    /// hovering at the floor does not flap pause/resume every tick.
+    pub fn margin(&self) -> u64 {
+        (self.floor / 4).max(64 << 20)
+    }
+
+    /// The tick's decision, given whether the watch had paused the night.
+    pub fn step(&self, paused_by_watch: bool) -> Step {
+        self.step_with(paused_by_watch, space)
+    }
+
+    fn step_with(&self, paused: bool, measure: impl Fn(&Path) -> Option<Space> + Copy) -> Step {
+        if let Some(why) = self.low_with(measure) {
+            return Step::Pause(why);
+        }
+        let clear = self.dirs.iter().all(|(_, dir)| {
+            measure(dir).is_none_or(|s| s.avail >= self.floor.saturating_add(self.margin()))
+        });
+        if paused && clear {
+            Step::Resume
+        } else {
+            Step::Hold
+        }
+    }
+}
+
 /// How a pause for disk space begins: the watch lifts only its own pauses.
 pub const PREFIX: &str = "disk space: ";
 
@@ -102,6 +141,30 @@ mod tests {
         assert!(here.total >= here.avail && here.total > 0);
         let missing = space(Path::new("./no/such/dir/yet")).unwrap();
         assert_eq!(missing.total, here.total);
+    }
+
+    #[test]
+    fn the_floor_holds_by_level_and_resumes_with_a_margin() {
+        let w = Watch {
+            dirs: vec![("store", PathBuf::from("/s"))],
+            floor: 256 << 20,
+        };
+        let at = |mib: u64| {
+            move |_: &Path| {
+                Some(Space {
+                    avail: mib << 20,
+                    total: 1 << 40,
+                })
+            }
+        };
+        // Below: pause, and again at every tick while below (a resume does not stick).
+        assert!(matches!(w.step_with(false, at(100)), Step::Pause(_)));
+        assert!(matches!(w.step_with(true, at(49)), Step::Pause(_)));
+        assert!(matches!(w.step_with(false, at(1)), Step::Pause(_)));
+        // Just above the floor: no flapping; with the margin: resume.
+        assert_eq!(w.step_with(true, at(260)), Step::Hold);
+        assert_eq!(w.step_with(true, at(400)), Step::Resume);
+        assert_eq!(w.step_with(false, at(400)), Step::Hold);
     }
 
     #[test]

@@ -543,6 +543,55 @@ async fn a_pause_for_disk_space_lifts_itself_but_never_the_operators() {
     assert!(!events.iter().any(|e| matches!(e.event, Event::Resumed)));
 }
 
+/// The disk watch sends its pause at every tick while below the floor: the operator's
+/// resume during a disk pause is paused again, and repeats while paused are no events.
+#[tokio::test]
+async fn a_resume_below_the_disk_floor_is_paused_again() {
+    let p = plan(&[(SERVE, "")]);
+    let low = || Command::DiskSpace {
+        low: Some(format!(
+            "{}store /s has 1 MiB free",
+            nightshift::disk::PREFIX
+        )),
+    };
+    let pauses = std::sync::atomic::AtomicUsize::new(0);
+    let (_, _, events) = drive(p, 1, true, move |env, tx| match &env.event {
+        Event::SweepStarted { .. } => tx.send(low()).unwrap(),
+        Event::Paused { .. } => {
+            let n = pauses.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // Ticks repeat while paused; then the operator resumes; the next tick pauses.
+            tx.send(low()).unwrap();
+            tx.send(low()).unwrap();
+            if n == 0 {
+                tx.send(Command::Resume).unwrap();
+                tx.send(low()).unwrap();
+            } else {
+                tx.send(Command::Shutdown).unwrap();
+            }
+        }
+        _ => {}
+    })
+    .await;
+    let paused = events
+        .iter()
+        .filter(|e| matches!(e.event, Event::Paused { .. }))
+        .count();
+    assert_eq!(paused, 2, "paused at the start and again after the resume");
+    let disk_cmds = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                &e.event,
+                Event::Operator {
+                    command: Command::DiskSpace { .. },
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(disk_cmds, 2, "repeats while paused are not events");
+}
+
 /// Two clients on one run (#25): A skips it; B, who still saw it queued, retries it — the
 /// engine refuses B and names A; A's undo queues the run again and it runs. Every action is
 /// in the events with its signer and outcome.

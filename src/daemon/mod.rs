@@ -392,21 +392,25 @@ async fn watch_disk(
             _ = shutdown.cancelled() => return,
         }
         let d = disk.clone();
-        let Ok(now) = tokio::task::spawn_blocking(move || d.low()).await else {
+        let Ok(step) = tokio::task::spawn_blocking(move || d.step(low)).await else {
             continue;
         };
-        match (low, now) {
-            (false, Some(why)) => {
-                tracing::warn!("{why}");
+        match step {
+            crate::disk::Step::Pause(why) => {
+                if !low {
+                    tracing::warn!("{why}");
+                }
                 low = true;
+                // Sent at every tick while below the floor: a resume during the pause is
+                // paused again (the engine ignores it while the sweep is paused).
                 let _ = cmds.send(crate::event::Command::DiskSpace { low: Some(why) });
             }
-            (true, None) => {
+            crate::disk::Step::Resume => {
                 tracing::info!("disk space is back above the floor: the sweep resumes");
                 low = false;
                 let _ = cmds.send(crate::event::Command::DiskSpace { low: None });
             }
-            _ => {}
+            crate::disk::Step::Hold => {}
         }
     }
 }

@@ -17,6 +17,11 @@ const SKIPPED_BY_OPERATOR: &str = "skipped by the operator";
 
 impl Engine {
     pub(super) fn on_command(&mut self, cmd: Command) -> anyhow::Result<()> {
+        // The disk watch repeats its pause at every tick while below the floor: only one
+        // that changes something (the sweep runs) is an event.
+        if matches!(cmd, Command::DiskSpace { low: Some(_) }) && self.state.paused.is_some() {
+            return Ok(());
+        }
         let (by, saw, cmd) = match cmd {
             Command::Signed { by, saw, command } => (Some(by), saw, *command),
             c => (None, None, c),
