@@ -74,6 +74,14 @@ impl Overrides {
     /// These overrides with the plan's own sections (`[policy]`, `[[recipe]]`,
     /// `[[signature]]`) over them. Errors name `plan:line:col`.
     pub fn with_plan(mut self, text: &str, origin: &str) -> Result<Overrides, String> {
+        for name in ["policy", "recipe", "signature"] {
+            if let Some((line, col)) = other_form(text, name) {
+                return Err(format!(
+                    "{origin}:{line}:{col}: `{name}` as a dotted key or inline value is not read: write it as {} (as in the config file)",
+                    if name == "policy" { "a [policy] table".to_string() } else { format!("[[{name}]] tables") }
+                ));
+            }
+        }
         let mut any = false;
         if let Some(t) = section_text(text, "policy", false) {
             self.policy = PolicyConfig::from_toml(&t, origin).map_err(|e| e.to_string())?;
@@ -148,7 +156,11 @@ fn section_text(text: &str, name: &str, array: bool) -> Option<String> {
                 if !array {
                     kept_line = Some(blank(line));
                 }
-            } else if sub.is_some() && keep {
+            } else if sub.is_some() && (keep || !array) {
+                // `[policy.actions]` opens `policy` too, with or without a `[policy]` header
+                // before it (TOML's meaning): its keys are the policy's, never dropped.
+                keep = true;
+                found = true;
                 if !array {
                     // `[policy.retry_limits]` → `[       retry_limits]`: same width.
                     let at = line.find(name).unwrap_or(0);
@@ -176,6 +188,28 @@ fn section_text(text: &str, name: &str, array: bool) -> Option<String> {
         }
     }
     found.then_some(out)
+}
+
+/// Where the plan gives `name` at its top level as a dotted key (`policy.actions.x = …`)
+/// or an inline value (`policy = {…}`): forms the section reader does not see, refused
+/// rather than dropped. Only the lines before the first header are the top level.
+fn other_form(text: &str, name: &str) -> Option<(usize, usize)> {
+    for (i, line) in text.lines().enumerate() {
+        if header_name(line).is_some() {
+            return None;
+        }
+        let t = line.trim_start();
+        let key = t
+            .strip_prefix(name)
+            .or_else(|| t.strip_prefix(&format!("\"{name}\"")));
+        if let Some(rest) = key {
+            let rest = rest.trim_start();
+            if rest.starts_with('.') || rest.starts_with('=') {
+                return Some((i + 1, line.len() - t.len() + 1));
+            }
+        }
+    }
+    None
 }
 
 /// The line as spaces, its line ending kept.

@@ -175,6 +175,7 @@ pub(crate) fn all(c: &mut Campaign, store: &str) {
     encoding_cases(c);
     file_cases(c);
     limit_cases(c);
+    override_cases(c);
     cli_cases(c, store);
 }
 
@@ -586,4 +587,65 @@ fn hosts_cases(c: &mut Campaign, good: &str) {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         c.add("cli: hosts", format!("run --hosts {f}"), &args, Some(f), Expect::Refuse);
     }
+}
+
+/// The plan's own `[policy]`, `[[recipe]]` and `[[signature]]` in every form TOML allows
+/// (a header, a sub-table with no header, dotted keys, inline tables): each bad value is
+/// refused with the plan's position, never dropped; oversized regex lists are refused.
+#[rustfmt::skip]
+fn override_cases(c: &mut Campaign) {
+    let k = "plan: overrides";
+    let categories = [
+        "other", "cuda_oom", "no_metrics", "server_start_timeout", "image_not_found",
+        "bench_command_invalid", "kv_cache_too_small", "model_not_found", "disk_full",
+        "agent_patch_failed",
+    ];
+    let bad_values = ["\"explode\"", "1", "true", "[\"skip\"]", "{ a = 1 }", "\"\"", "\"SKIP\""];
+    for cat in categories {
+        for v in bad_values {
+            // Under a [policy] header, and as a sub-table with no header.
+            let with_header = format!("{BASE}\n[policy]\n[policy.actions]\n{cat} = {v}\n");
+            c.plan(k, format!("[policy.actions] {cat} = {v}"), with_header, Expect::Refuse);
+            let headerless = format!("{BASE}\n[policy.actions]\n{cat} = {v}\n");
+            c.plan(k, format!("headerless [policy.actions] {cat} = {v}"), headerless, Expect::Refuse);
+        }
+        // Dotted and inline forms at the top level: refused by name, whatever the value.
+        c.plan(k, format!("dotted policy.actions.{cat}"), format!("policy.actions.{cat} = \"skip\"\n{BASE}"), Expect::Refuse);
+        c.plan(k, format!("inline policy {{ actions.{cat} }}"), format!("policy = {{ actions = {{ {cat} = \"skip\" }} }}\n{BASE}"), Expect::Refuse);
+    }
+    for (key, v) in [
+        ("max_retries", "-1"), ("max_retries", "\"2\""), ("max_retries", "4294967296"),
+        ("backoff_base_s", "-5"), ("backoff_cap_s", "1.5"), ("breaker_threshold", "\"x\""),
+        ("breaker_ignore", "[\"not_a_category\"]"), ("allow_measurement_changing_fixes", "\"yes\""),
+        ("bogus_key", "1"), ("retry_limits", "{ cuda_oom = -1 }"), ("retry_limits", "{ nope = 1 }"),
+    ] {
+        c.plan(k, format!("[policy] {key} = {v}"), format!("{BASE}\n[policy]\n{key} = {v}\n"), Expect::Refuse);
+    }
+    for (what, body) in [
+        ("recipe without fixes", "name = \"r\"\nchanges_measurement = false\n"),
+        ("recipe fixing an unknown category", "name = \"r\"\nfixes = [\"nope\"]\nchanges_measurement = false\n"),
+        ("recipe with an unknown key", "name = \"r\"\nfixes = [\"other\"]\nchanges_measurement = false\nbogus = 1\n"),
+        ("recipe with a bad scope", "name = \"r\"\nfixes = [\"other\"]\nchanges_measurement = false\nscope = \"galaxy\"\n"),
+        ("signature without category", "name = \"new_one\"\nregex = ['x']\n"),
+        ("signature with a bad regex", "name = \"s\"\ncategory = \"other\"\nregex = ['(unclosed']\n"),
+        ("signature with confidence 2", "name = \"s\"\ncategory = \"other\"\nregex = ['x']\nconfidence = 2.0\n"),
+        ("signature with an empty regex list", "name = \"s\"\ncategory = \"other\"\nregex = []\n"),
+    ] {
+        let table = if what.starts_with("recipe") { "recipe" } else { "signature" };
+        c.plan(k, what, format!("{BASE}\n[[{table}]]\n{body}"), Expect::Refuse);
+    }
+    c.plan(k, "recipe as an inline array", format!("recipe = [{{ name = \"r\" }}]\n{BASE}"), Expect::Refuse);
+    c.plan(k, "signature as a dotted key", format!("signature.name = \"x\"\n{BASE}"), Expect::Refuse);
+    // Regex lists past what a night can afford: refused, never a panic.
+    for n in [257, 5_000, 100_000] {
+        let list: Vec<String> = (0..n).map(|i| format!("'a{i}'")).collect();
+        c.plan(k, format!("a signature with {n} regexes"), format!("{BASE}\n[[signature]]\nname = \"many\"\ncategory = \"other\"\nregex = [{}]\n", list.join(",")), Expect::Refuse);
+    }
+    let many: String = (0..60)
+        .map(|j| {
+            let list: Vec<String> = (0..200).map(|i| format!("'(?i)x{j}_{i}.{{0,200}}y'")).collect();
+            format!("[[signature]]\nname = \"s{j}\"\ncategory = \"other\"\nregex = [{}]\n", list.join(","))
+        })
+        .collect();
+    c.plan(k, "60 signatures of 200 wide regexes", format!("{BASE}\n{many}"), Expect::Refuse);
 }
