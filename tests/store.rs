@@ -172,7 +172,6 @@ fn locked_store_is_exit_2() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    assert!(err.contains("snapshot"), "{err}");
     drop(held);
     let o = Command::new(BIN)
         .args(["results", "--store"])
@@ -286,6 +285,80 @@ fn a_corrupt_store_is_refused_and_salvaged() {
     assert_eq!(std::fs::read(store.join("db")).unwrap(), before);
 }
 
+/// 4–16 KiB of random bytes anywhere in the database: either nothing readable was lost (the
+/// bytes hit dead space), or `run` and `results` refuse the store naming `salvage` and
+/// `run` writes nothing. Never a resume on a store missing part of its history.
+#[test]
+fn random_damage_is_refused_or_harmless_never_written_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let commits: Vec<(String, &str)> = (0..12).map(|i| (format!("{i:x}abcdef1"), "")).collect();
+    let refs: Vec<(&str, &str)> = commits.iter().map(|(c, e)| (c.as_str(), *e)).collect();
+    let plan = write_plan(tmp.path(), &plan_text(&refs));
+    let store = tmp.path().join("store");
+    assert_eq!(run_ok(&plan, &store, &[]).0, 0);
+    let salvage = |dir: &Path, out: &Path| {
+        let o = Command::new(BIN)
+            .args(["salvage", "--store"])
+            .arg(dir)
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::fs::read_to_string(out)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("\"salvaged\":\"event\"") || l.contains("\"salvaged\":\"run\""))
+            .count()
+    };
+    let whole = salvage(&store, &tmp.path().join("whole.jsonl"));
+    let size = std::fs::metadata(store.join("db")).unwrap().len() as usize;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let (mut refused, mut harmless) = (0, 0);
+    for i in 0..12 {
+        let copy = tmp.path().join(format!("damaged-{i}"));
+        std::fs::create_dir_all(&copy).unwrap();
+        for f in ["db", "conf"] {
+            std::fs::copy(store.join(f), copy.join(f)).unwrap();
+        }
+        let mut db = std::fs::read(copy.join("db")).unwrap();
+        let len = [4096usize, 8192, 16384][rng.random_range(0..3)];
+        let at = rng.random_range(0..size - len);
+        rng.fill(&mut db[at..at + len]);
+        std::fs::write(copy.join("db"), &db).unwrap();
+        let (code, _, err) = run_ok(&plan, &copy, &[]);
+        if code == 2 {
+            assert!(err.contains("nightshift salvage --store"), "{err}");
+            assert!(
+                std::fs::read(copy.join("db")).unwrap() == db,
+                "a refused store was written"
+            );
+            let (code, _, err) = results_of(&copy);
+            assert_eq!(code, 2, "results read a store run refused: {err}");
+            assert!(
+                std::fs::read(copy.join("db")).unwrap() == db,
+                "results wrote a damaged store"
+            );
+            refused += 1;
+        } else {
+            // Accepted: then nothing that was there before is missing.
+            let now = salvage(&copy, &tmp.path().join(format!("s{i}.jsonl")));
+            assert!(
+                now >= whole,
+                "damage at {at}+{len} accepted with {} records lost: {err}",
+                whole - now
+            );
+            harmless += 1;
+        }
+    }
+    assert!(refused > 0, "no damage was refused ({harmless} harmless)");
+}
+
 /// A store on a read-only mount (or another user's files) is still read.
 #[test]
 fn a_read_only_store_can_be_read() {
@@ -328,7 +401,6 @@ fn a_read_only_store_can_be_read() {
     chmod("u+w");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    assert!(err.contains("read-only"), "{err}");
     assert!(String::from_utf8_lossy(&o.stdout).contains("c1234567"));
 }
 

@@ -47,6 +47,7 @@ pub(crate) fn store_error(e: &StoreError) -> i32 {
 
 /// Open the store of a sweep for running it; exit code on failure.
 pub fn open_for_run(dir: &Path, plan: &Plan) -> Result<Store, i32> {
+    Store::verify(dir).map_err(|e| store_error(&e))?;
     let store = Store::open(dir, true).map_err(|e| store_error(&e))?;
     if let Some(p) = store.plan() {
         if p.name != plan.name {
@@ -148,6 +149,8 @@ pub fn find_store(store: Option<PathBuf>) -> Result<Store, i32> {
     if let Some(s) = snapshot(&dir) {
         return Ok(s);
     }
+    // No snapshot opened: the store's own error, without letting sled's recovery touch it.
+    Store::verify(&dir).map_err(|e| store_error(&e))?;
     match Store::open(&dir, false) {
         Err(e @ StoreError::Locked { .. }) => {
             open_snapshot(&dir, "is in use by a running sweep", e)

@@ -51,9 +51,18 @@ pub trait Backend: Send + Sync {
     /// Visit every entry in key order.
     fn scan(&self, t: Tree, f: &mut Visit<'_>) -> anyhow::Result<()>;
     fn last_key(&self, t: Tree) -> anyhow::Result<Option<Vec<u8>>>;
+    fn first_key(&self, t: Tree) -> anyhow::Result<Option<Vec<u8>>>;
     fn len(&self, t: Tree) -> usize;
     /// Make every write so far durable.
     fn flush(&self) -> anyhow::Result<()>;
+}
+
+/// Some process holds the store's database (sled's exclusive `flock` on `db`).
+fn held(dir: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(dir.join("db")) else {
+        return false;
+    };
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
 }
 
 /// How values are encoded: compact JSON (self-describing, so the internally tagged event
@@ -129,6 +138,29 @@ struct Decided {
 
 fn u32_of(v: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(v.try_into().ok()?))
+}
+
+/// The event log is one unbroken sequence (events are never removed): a gap means part of
+/// the database could not be read back (sled recovers a damaged log to its last readable
+/// entry and drops the rest), which a resume would write on as if nothing were missing.
+fn check_event_log(backend: &dyn Backend) -> Result<(), String> {
+    let seq = |k: Option<Vec<u8>>| {
+        k.and_then(|k| Some(u64::from_be_bytes(k.as_slice().try_into().ok()?)))
+    };
+    let first = seq(backend.first_key(Tree::Events).map_err(|e| e.to_string())?);
+    let last = seq(backend.last_key(Tree::Events).map_err(|e| e.to_string())?);
+    let (Some(first), Some(last)) = (first, last) else {
+        return Ok(());
+    };
+    let want = last.saturating_sub(first).saturating_add(1);
+    let have = backend.len(Tree::Events) as u64;
+    if have != want {
+        return Err(format!(
+            "its event log holds {have} events where its sequence {first}..={last} says {want}: {} could not be read back",
+            want.abs_diff(have)
+        ));
+    }
+    Ok(())
 }
 
 fn next_seq_of(backend: &dyn Backend) -> anyhow::Result<u64> {
@@ -282,6 +314,7 @@ impl Store {
                 .collect();
             (runs, digests)
         };
+        check_event_log(backend.as_ref()).map_err(&damaged)?;
         let next_seq = next_seq_of(backend.as_ref()).map_err(|e| damaged(e.to_string()))?;
         Ok(Store {
             dir: dir.to_path_buf(),
@@ -293,6 +326,34 @@ impl Store {
             life,
             copy: None,
         })
+    }
+
+    /// Check a store before a sweep writes on it: sled's own recovery truncates a damaged
+    /// log at its first unreadable entry, on the files, as it opens them. So the checks of
+    /// [`Store::open`] run first on a private copy; a store that fails them is refused with
+    /// its files untouched. A store another process holds is left to `open` (it refuses).
+    pub fn verify(dir: &Path) -> Result<(), StoreError> {
+        if !dir.join("db").is_file() || held(dir) {
+            return Ok(());
+        }
+        let copy = tempfile::Builder::new()
+            .prefix("nightshift-verify-")
+            .tempdir()
+            .map_err(|e| StoreError::Damaged {
+                dir: dir.to_path_buf(),
+                why: format!("no room to check it first ({e})"),
+            })?;
+        copy_db(dir, copy.path()).map_err(|e| StoreError::Damaged {
+            dir: dir.to_path_buf(),
+            why: format!("its files cannot be read ({e})"),
+        })?;
+        match Store::open(copy.path(), false) {
+            Err(StoreError::Damaged { why, .. }) => Err(StoreError::Damaged {
+                dir: dir.to_path_buf(),
+                why,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// A reader of this store as it is now, for a query that may take a while (`results`,

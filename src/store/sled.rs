@@ -169,6 +169,9 @@ impl Backend for SledBackend {
     fn last_key(&self, t: Tree) -> anyhow::Result<Option<Vec<u8>>> {
         Ok(self.tree(t).last()?.map(|(k, _)| k.to_vec()))
     }
+    fn first_key(&self, t: Tree) -> anyhow::Result<Option<Vec<u8>>> {
+        Ok(self.tree(t).first()?.map(|(k, _)| k.to_vec()))
+    }
     fn len(&self, t: Tree) -> usize {
         self.tree(t).len()
     }
