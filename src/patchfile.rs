@@ -73,9 +73,58 @@ pub fn all_paths(patch: &str) -> BTreeSet<String> {
     out
 }
 
+/// The patch restricted to the files under `prefix` (`vllm/`: what an installed package
+/// holds), and the paths of the files left out. A file's section runs from its `diff --git`
+/// (or its `---`/`+++` pair) to the next file's; text before the first file is kept.
+pub fn only_under(patch: &str, prefix: &str) -> (String, Vec<String>) {
+    let lines: Vec<&str> = patch.split_inclusive('\n').collect();
+    let mut out = String::new();
+    let mut dropped = Vec::new();
+    let mut block: Vec<&str> = Vec::new();
+    let mut seen_new = false;
+    let flush = |block: &mut Vec<&str>, out: &mut String, dropped: &mut Vec<String>| {
+        let text: String = block.concat();
+        let path = all_paths(&text).into_iter().next();
+        match path {
+            Some(p) if !p.starts_with(prefix) => dropped.push(p),
+            _ => out.push_str(&text),
+        }
+        block.clear();
+    };
+    for (i, line) in lines.iter().enumerate() {
+        let next_is_new = lines.get(i + 1).is_some_and(|n| n.starts_with("+++ "));
+        // A file starts at its `diff --git`, or at a `---`/`+++` pair once the current
+        // file has had its own (a plain unified diff of several files).
+        if line.starts_with("diff --git ") || (line.starts_with("--- ") && next_is_new && seen_new)
+        {
+            flush(&mut block, &mut out, &mut dropped);
+            seen_new = false;
+        }
+        if line.starts_with("+++ ") {
+            seen_new = true;
+        }
+        block.push(line);
+    }
+    flush(&mut block, &mut out, &mut dropped);
+    (out, dropped)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_patch_kept_to_the_installed_package() {
+        let p = "preamble\ndiff --git a/vllm/a.py b/vllm/a.py\n--- a/vllm/a.py\n+++ b/vllm/a.py\n@@ -1 +1 @@\n-a\n+b\ndiff --git a/examples/x.py b/examples/x.py\n--- a/examples/x.py\n+++ b/examples/x.py\n@@ -1 +1 @@\n-x\n+y\n--- a/tests/t.py\n+++ b/tests/t.py\n@@ -1 +1 @@\n---- not a header\n+t\n--- a/vllm/b.py\n+++ b/vllm/b.py\n@@ -1 +1 @@\n-c\n+d\n";
+        let (kept, dropped) = only_under(p, "vllm/");
+        assert_eq!(dropped, ["examples/x.py", "tests/t.py"]);
+        assert!(kept.starts_with("preamble\ndiff --git a/vllm/a.py"));
+        assert!(kept.contains("+++ b/vllm/b.py\n@@ -1 +1 @@\n-c\n+d\n"));
+        assert!(!kept.contains("examples") && !kept.contains("tests/t.py"));
+        // Nothing outside: the patch as it was.
+        let only = "--- a/vllm/a.py\n+++ b/vllm/a.py\n@@ -1 +1 @@\n-a\n+b\n";
+        assert_eq!(only_under(only, "vllm/"), (only.to_string(), vec![]));
+    }
 
     #[test]
     fn paths_of_a_patch() {

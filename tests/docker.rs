@@ -39,7 +39,9 @@ fn vllm_clone(dir: &Path) -> (String, Vec<String>) {
     (parent, prs)
 }
 
-const GOOD_PATCH: &str = "--- a/vllm/worker/model_runner.py\n+++ b/vllm/worker/model_runner.py\n@@ -1 +1,2 @@\n # model_runner\n+# faster\n";
+/// Its second file is outside the package: the image holds vLLM installed (no source
+/// tree), so that hunk is dropped and recorded, and the rest applies.
+const GOOD_PATCH: &str = "--- a/vllm/worker/model_runner.py\n+++ b/vllm/worker/model_runner.py\n@@ -1 +1,2 @@\n # model_runner\n+# faster\n--- a/tests/test_model_runner.py\n+++ b/tests/test_model_runner.py\n@@ -1 +1 @@\n-def test_old(): pass\n+def test_new(): pass\n";
 const BAD_PATCH: &str = "--- a/vllm/worker/model_runner.py\n+++ b/vllm/worker/model_runner.py\n@@ -1 +1,2 @@\n # something else entirely\n+# faster\n";
 
 /// 3 commits × (baseline, human, agent:a1), serving. Commit A: the human image has the
@@ -210,6 +212,11 @@ async fn headless_sweep_end_to_end() {
         }
     }
     assert!(server_lines > 0, "no server log on disk");
+    assert!(
+        files.iter().any(|f| std::fs::read_to_string(f)
+            .is_ok_and(|t| t.contains("hunks for tests/test_model_runner.py are dropped"))),
+        "the dropped hunk is not recorded in any run log"
+    );
 
     // Every line on disk: the stand-in's 200 kB progress line and its unterminated last line.
     let bench_err: Vec<&PathBuf> = files

@@ -106,6 +106,10 @@ pub enum PatchState {
         checked: Known<()>,
         /// Files it touches that need a build (csrc/, setup.py, …).
         needs_build: Vec<String>,
+        /// Files outside `vllm/` it touches: applied where the image has vLLM's source
+        /// tree, dropped (and recorded) where it has only the installed package.
+        #[serde(default)]
+        outside_package: Vec<String>,
     },
 }
 

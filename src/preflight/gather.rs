@@ -259,6 +259,7 @@ fn commit_facts(
                     path: shown,
                     checked,
                     needs_build: patch_needs_build(&text),
+                    outside_package: crate::patchfile::only_under(&text, "vllm/").1,
                 }
             }
         };

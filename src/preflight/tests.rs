@@ -370,3 +370,28 @@ fn downloads_beyond_the_caches_free_space_are_a_named_risk() {
     f.host.cache_free = Some(400 * GIB);
     assert_eq!(judge(&p, &f)[0].verdict, Verdict::Ready);
 }
+
+/// A patch with files outside the package: preflight says beforehand what the night does
+/// with them on an installed package (dropped, recorded), and does not block.
+#[test]
+fn hunks_outside_the_package_are_said_before_the_night() {
+    let p = plan(LAT, "");
+    let mut f = facts(model(GIB, serde_json::json!({})), "0.6.0");
+    f.commits[0].patches.insert(
+        "agent:a".into(),
+        PatchState::Present {
+            path: "p.diff".into(),
+            checked: Known::Yes(()),
+            needs_build: vec![],
+            outside_package: vec!["tests/test_x.py".into()],
+        },
+    );
+    let r = &judge(&p, &f)[0];
+    assert_eq!(r.verdict, Verdict::Ready, "{r:?}");
+    assert!(
+        r.unchecked
+            .iter()
+            .any(|u| u.contains("tests/test_x.py") && u.contains("dropped")),
+        "{r:?}"
+    );
+}

@@ -491,9 +491,17 @@ fn patch(variant: &str, p: &PatchState, f: &mut Findings) {
             path,
             checked,
             needs_build,
+            outside_package,
         } => {
             if let Known::Unknown(why) = checked {
                 f.unchecked(format!("patch {path} applies: {why}"));
+            }
+            if !outside_package.is_empty() {
+                // What the night does with them, said before it: the same rule both places.
+                f.unchecked(format!(
+                    "{variant}: {path}'s hunks for {} apply only where the image has vLLM's source tree; on an installed package (a derived baseline) they are dropped and recorded with the run",
+                    outside_package.join(", ")
+                ));
             }
             if !needs_build.is_empty() {
                 f.risk(

@@ -34,6 +34,8 @@ impl DockerRuntime {
             return Ok(built);
         }
         let name = self.prep_container(job, image, "patch", lo, clock).await?;
+        let dir = self.patch_dir(job, &name, sink, clock).await;
+        let data = self.package_only(&name, &dir, data, sink, clock).await;
         let tar = upload::single_file_tar("nightshift-agent.patch", &data)
             .map_err(|e| err(Stage::StartingContainer, e))?;
         self.upload(&name, "/tmp", tar, clock).await.map_err(|e| {
@@ -42,36 +44,6 @@ impl DockerRuntime {
                 format!("uploading the patch: {e}"),
             )
         })?;
-        // The plan's patch_dir where the image has it (ISO-Bench baselines: the editable
-        // tree); else the installed package's parent (a baseline derived by overlay keeps
-        // vLLM where the human image had it).
-        let configured = match &job.patch_dir {
-            Some(d) => exec::capture(
-                &self.docker,
-                &name,
-                vec!["test".into(), "-d".into(), d.clone()],
-                Vec::new(),
-            )
-            .await
-            .is_ok_and(|(code, _)| code == 0)
-            .then(|| d.clone()),
-            None => None,
-        };
-        let dir = match configured {
-            Some(d) => d,
-            None => {
-                let d = self.vllm_parent_dir(&name, sink, clock).await;
-                if let Some(p) = &job.patch_dir {
-                    self.dlog(
-                        sink,
-                        Pipe::Stdout,
-                        format!("{p} is not in this image: the patch applies where vllm is installed ({d})"),
-                    )
-                    .await;
-                }
-                d
-            }
-        };
         let p = "/tmp/nightshift-agent.patch";
         let script = format!(
             "cd {dir} || exit 3; if command -v patch >/dev/null 2>&1; then \
@@ -151,6 +123,86 @@ impl DockerRuntime {
     }
 
     /// Where `patch -p1` runs by default: the parent of the installed `vllm` package.
+    /// Where the patch applies: the plan's patch_dir where the image has it (ISO-Bench
+    /// baselines: the editable tree); else the installed package's parent (a baseline
+    /// derived by overlay keeps vLLM where the human image had it).
+    async fn patch_dir(&self, job: &RunJob, name: &str, sink: &RunSink, clock: &Clock) -> String {
+        let configured = match &job.patch_dir {
+            Some(d) => self
+                .exec_ok(name, vec!["test".into(), "-d".into(), d.clone()])
+                .await
+                .then(|| d.clone()),
+            None => None,
+        };
+        if let Some(d) = configured {
+            return d;
+        }
+        let d = self.vllm_parent_dir(name, sink, clock).await;
+        if let Some(p) = &job.patch_dir {
+            self.dlog(
+                sink,
+                Pipe::Stdout,
+                format!(
+                    "{p} is not in this image: the patch applies where vllm is installed ({d})"
+                ),
+            )
+            .await;
+        }
+        d
+    }
+
+    async fn exec_ok(&self, name: &str, argv: Vec<String>) -> bool {
+        exec::capture(&self.docker, name, argv, Vec::new())
+            .await
+            .is_ok_and(|(code, _)| code == 0)
+    }
+
+    /// An installed package (no `setup.py` or `pyproject.toml` beside `vllm/`) holds only
+    /// vLLM's package: the patch's files elsewhere (`examples/`, `tests/`, `benchmarks/`)
+    /// are not there to patch, change nothing the benchmark runs, and are dropped, said in
+    /// the run's log and provenance (preflight says so before the night).
+    async fn package_only(
+        &self,
+        name: &str,
+        dir: &str,
+        data: Vec<u8>,
+        sink: &RunSink,
+        _clock: &Clock,
+    ) -> Vec<u8> {
+        let Ok(text) = std::str::from_utf8(&data) else {
+            return data;
+        };
+        let (kept, dropped) = crate::patchfile::only_under(text, "vllm/");
+        if dropped.is_empty() {
+            return data;
+        }
+        let tree = format!(
+            "test -e {d}/setup.py -o -e {d}/pyproject.toml",
+            d = shell_words::quote(dir)
+        );
+        if self
+            .exec_ok(name, vec!["sh".into(), "-c".into(), tree])
+            .await
+        {
+            return data;
+        }
+        self.dlog(
+            sink,
+            Pipe::Stdout,
+            format!(
+                "{dir} is an installed package, not vLLM's source tree: the patch's hunks for {} are dropped (outside vllm/, nothing the benchmark runs)",
+                dropped.join(", ")
+            ),
+        )
+        .await;
+        sink.send(RuntimeMsg::Provenance {
+            key: "patch_dropped".into(),
+            value: dropped.join(" "),
+        })
+        .await;
+        kept.into_bytes()
+    }
+
     pub(super) async fn vllm_parent_dir(
         &self,
         container: &str,
