@@ -449,24 +449,18 @@ fn one_model_failing_alike_on_five_commits_pauses_that_model_only() {
     c.send(Cmd::Shutdown);
 }
 
-/// The engine alone: `other = "operator"` holds, but with nobody attached only for the
-/// held limit; then the run fails and the night ends.
-#[tokio::test]
-async fn an_explicit_hold_lasts_only_while_someone_is_attached() {
+/// An engine on the sim over one failing and one passing commit, with `other = "operator"`
+/// (the failing commit's runs are held), waiting for an operator.
+fn holding_engine(tmp: &Path) -> nightshift::engine::Engine {
     use nightshift::engine::{Engine, EngineOptions};
     use nightshift::runtime::sim::{SimRuntime, Speed};
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
-    let tmp = tempfile::tempdir().unwrap();
     let text = plan_text(&[("m/x", true), ("m/x", false)]);
-    let plan = Arc::new(
-        Plan::from_str_at("p.toml", text, tmp.path(), &tmp.path().join("p.toml")).unwrap(),
-    );
+    let plan = Arc::new(Plan::from_str_at("p.toml", text, tmp, &tmp.join("p.toml")).unwrap());
     let cfg = nightshift::policy::PolicyConfig::from_toml("[actions]\nother = \"operator\"\n", "p")
         .unwrap();
-    let clients = Arc::new(AtomicUsize::new(1));
     let (engine, _cmds) = Engine::new(
-        plan.clone(),
+        plan,
         Arc::new(SimRuntime::new(Speed::Max)),
         EngineOptions {
             gpus: 2,
@@ -474,14 +468,22 @@ async fn an_explicit_hold_lasts_only_while_someone_is_attached() {
             wait_for_operator: true,
         },
     );
-    let mut engine = engine
-        .with_time_scale(0.0)
-        .with_diagnosis(
-            cfg,
-            Arc::new(nightshift::diagnose::Catalog::builtin()),
-            Arc::new(nightshift::diagnose::RecipeBook::builtin()),
-        )
-        .with_held_limit(Duration::from_millis(300));
+    engine.with_time_scale(0.0).with_diagnosis(
+        cfg,
+        Arc::new(nightshift::diagnose::Catalog::builtin()),
+        Arc::new(nightshift::diagnose::RecipeBook::builtin()),
+    )
+}
+
+/// The engine alone: `other = "operator"` holds, but with nobody attached only for the
+/// held limit; then the run fails and the night ends.
+#[tokio::test]
+async fn an_explicit_hold_lasts_only_while_someone_is_attached() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let clients = Arc::new(AtomicUsize::new(1));
+    let mut engine = holding_engine(tmp.path()).with_held_limit(Duration::from_millis(300));
     engine.count_clients(clients.clone());
     let held = Arc::new(AtomicUsize::new(0));
     let h2 = held.clone();
@@ -536,39 +538,16 @@ async fn an_explicit_hold_lasts_only_while_someone_is_attached() {
 /// the night ends by itself, the held runs stay held for the morning.
 #[tokio::test]
 async fn the_window_ends_an_attended_night_with_its_held_runs_kept() {
-    use nightshift::engine::{Engine, EngineOptions};
-    use nightshift::runtime::sim::{SimRuntime, Speed};
     use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
     let tmp = tempfile::tempdir().unwrap();
-    let text = plan_text(&[("m/x", true), ("m/x", false)]);
-    let plan = Arc::new(
-        Plan::from_str_at("p.toml", text, tmp.path(), &tmp.path().join("p.toml")).unwrap(),
-    );
-    let cfg = nightshift::policy::PolicyConfig::from_toml("[actions]\nother = \"operator\"\n", "p")
-        .unwrap();
-    let (engine, _cmds) = Engine::new(
-        plan.clone(),
-        Arc::new(SimRuntime::new(Speed::Max)),
-        EngineOptions {
-            gpus: 2,
-            seed: 1,
-            wait_for_operator: true,
-        },
-    );
     let window = nightshift::window::Window {
         closes: Instant::now() + Duration::from_millis(1500),
         scale: 1.0,
         start_late: true,
         typical: Duration::from_millis(10),
     };
-    let mut engine = engine
-        .with_time_scale(0.0)
-        .with_diagnosis(
-            cfg,
-            Arc::new(nightshift::diagnose::Catalog::builtin()),
-            Arc::new(nightshift::diagnose::RecipeBook::builtin()),
-        )
+    let mut engine = holding_engine(tmp.path())
         .with_held_limit(Duration::from_secs(3600))
         .with_window(Some(window));
     // Someone stays attached all night: holds would wait for them forever.
