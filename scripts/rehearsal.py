@@ -264,6 +264,15 @@ def main():
     open(os.path.join(d, "preflight.txt"), "w").write(pre.stdout + pre.stderr)
     pre_line = next((l for l in pre.stdout.splitlines() if l.startswith("preflight:")), "preflight: (no summary)")
     print(f"rehearsal: {pre_line} (full table in {d}/preflight.txt)", file=sys.stderr)
+    # From named to fixed: the fixes preflight knows, accepted as they are (an operator
+    # would review them), applied to every variant of their commits.
+    sug = subprocess.run([ns, "preflight", plan, "--gpus", "8", "--suggest"], env=env, capture_output=True, text=True)
+    open(os.path.join(d, "suggest.txt"), "w").write(sug.stdout + sug.stderr)
+    fixes_file = os.path.splitext(plan)[0] + ".fixes.toml"
+    fixed = set()
+    if sug.returncode == 0 and os.path.exists(fixes_file):
+        fixed = set(re.findall(r'(?m)^commit = "([0-9a-f]+)"', open(fixes_file).read()))
+    print(f"rehearsal: preflight --suggest: {len(fixed)} commits fixed before the night ({d}/suggest.txt)", file=sys.stderr)
     store = os.path.join(d, "store")
     log = open(os.path.join(d, "sweep.log"), "w")
     # No disk headroom: a missing image is sized at a real vLLM image's 20 GB before its
@@ -271,10 +280,12 @@ def main():
     # top of that would pause the sweep on a CI machine with less than 45 GB free. The
     # disk budget has tests of its own (tests/registry.rs, src/images.rs).
     argv = [ns, "run", plan, "--headless", "--runtime", "docker", "--store", store, "--gpus", "8",
-            "--disk-min-free-gb", "0"]
+            "--disk-min-free-gb", "0"] + (["--fixes", fixes_file] if fixed else [])
     kills = kill_loop(argv, log, a.kills, env) if a.kills else 0
     rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
     line, complete, with_cmd, named, failed, why, last, by_commit = summary(ns, store, runs, plan)
+    fixed_done = [c for c in complete if any(c.startswith(f) or f.startswith(c) for f in fixed)]
+    line = line.replace("; named before the night:", f"; fixed before the night: {len(fixed)} ({len(fixed_done)} complete); named before the night:", 1)
     print(f"rehearsal: sweep exit {rc}, {time.time() - t0:.0f} s wall; plan, store and logs in {d}", file=sys.stderr)
     for c in failed:
         print(f"  failed during the night: {c[:12]} ({eras.get(next((k for k in eras if k.startswith(c)), c), '?')}) {why[c]}", file=sys.stderr)

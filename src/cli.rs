@@ -32,11 +32,25 @@ pub fn main() -> i32 {
 }
 
 pub fn load_plan(path: &std::path::Path) -> Result<Plan, i32> {
+    load_plan_fixed(path, None)
+}
+
+/// [`load_plan`] with the fixes of `fixes` (a `--fixes FILE`) applied to their commits.
+pub fn load_plan_fixed(
+    path: &std::path::Path,
+    fixes: Option<&std::path::Path>,
+) -> Result<Plan, i32> {
     // The box's datasets and clone from the config file; a broken config is the TUI's to
     // report.
-    let box_defaults = crate::tui::config::Config::load(None)
+    let mut box_defaults = crate::tui::config::Config::load(None)
         .map(|c| c.box_defaults())
         .unwrap_or_default();
+    if let Some(f) = fixes {
+        box_defaults.fixes = crate::plan::fixes::load(f).map_err(|e| {
+            tracing::error!("--fixes {e}");
+            2
+        })?;
+    }
     let plan = Plan::load_with(path, &box_defaults).map_err(|e| {
         match &e {
             LoadError::Io { .. } => tracing::error!("{e}"),
@@ -98,6 +112,7 @@ pub fn run(cli: Cli) -> i32 {
             rerun_changed,
             no_preflight,
             run_blocked,
+            fixes,
             images,
             alerts,
             slurm,
@@ -110,10 +125,18 @@ pub fn run(cli: Cli) -> i32 {
                     return 2;
                 }
             };
-            let plan = match load_plan(&plan) {
+            let plan = match load_plan_fixed(&plan, fixes.as_deref()) {
                 Ok(p) => Arc::new(p),
                 Err(code) => return code,
             };
+            for c in plan.commits.iter() {
+                if let Some(f) = &c.fixed {
+                    crate::daemon::console::say(format_args!(
+                        "nightshift: {} fixed before the night: {f}",
+                        c.short()
+                    ));
+                }
+            }
             let gpus_asked = gpus;
             let overrides = match crate::overrides::Overrides::load(
                 crate::tui::config::config_dir().as_deref(),
@@ -364,8 +387,11 @@ pub fn run(cli: Cli) -> i32 {
             gpu_mem_gib,
             no_docker,
             no_cache,
+            suggest,
+            fixes,
         } => {
-            let plan = match load_plan(&plan) {
+            let plan_path = plan.clone();
+            let plan = match load_plan_fixed(&plan, fixes.as_deref()) {
                 Ok(p) => p,
                 Err(code) => return code,
             };
@@ -378,6 +404,9 @@ pub fn run(cli: Cli) -> i32 {
                     .then(crate::preflight::cache::default_path)
                     .flatten(),
             };
+            if suggest {
+                return crate::preflight::cli::suggest(&plan, &plan_path, &opts);
+            }
             crate::preflight::cli::main(&plan, &opts, json, all)
         }
         Cmd::Prefetch {

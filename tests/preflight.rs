@@ -322,3 +322,105 @@ fn a_relative_plan_path_finds_its_patches() {
     let ready = by_commit(&doc, &f.commits[0].1);
     assert_eq!(ready["verdict"], "ready", "{ready:#}");
 }
+
+/// From named to fixed: `--suggest` writes the substitute model kept as data for a Llama 3.1
+/// commit on vLLM before 0.5.3.post1; `--fixes` applies it to every variant (preflight no
+/// longer blocks it), and a sweep run with it records the fix where the morning reads.
+#[test]
+fn suggest_writes_a_substitute_that_fixes_apply_and_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("vllm");
+    std::fs::create_dir_all(&src).unwrap();
+    git(&src, &["init", "-q"]);
+    let models = "vllm/model_executor/models/__init__.py";
+    let base = commit(
+        &src,
+        models,
+        "_MODELS = {\n    \"LlamaForCausalLM\": (\"llama\", \"LlamaForCausalLM\"),\n}\n",
+        "v0.4.0",
+    );
+    git(&src, &["tag", "v0.4.0"]);
+    let pr = commit(&src, "vllm/core/scheduler.py", "x = 1\n", "pr");
+    let hub = tmp.path().join("hf/hub");
+    cached_model(
+        &hub,
+        "meta-llama/Llama-3.1-8B-Instruct",
+        r#"{"architectures": ["LlamaForCausalLM"], "torch_dtype": "bfloat16",
+            "rope_scaling": {"factor": 8.0, "rope_type": "llama3"}}"#,
+        16_060_522_496,
+    );
+    cached_model(
+        &hub,
+        "meta-llama/Meta-Llama-3-8B-Instruct",
+        r#"{"architectures": ["LlamaForCausalLM"], "torch_dtype": "bfloat16"}"#,
+        16_060_522_496,
+    );
+    let text = format!(
+        "schema_version = 1\nname = \"fixes\"\n[defaults]\nhf_cache = \"{}\"\nvllm_src = \"{}\"\ngpu_type = \"H100\"\nvariants = [\"baseline\", \"human\"]\n[images]\norg = \"o\"\n[[commits]]\ncommit = \"{pr}\"\nparent = \"{base}\"\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\ngpu_config = \"H100:1\"\nperf_command = '''python benchmarks/benchmark_throughput.py --model meta-llama/Llama-3.1-8B-Instruct --input-len 128 --output-len 128'''\n",
+        tmp.path().join("hf").display(),
+        src.display()
+    );
+    let plan = tmp.path().join("plan.toml");
+    std::fs::write(&plan, text).unwrap();
+    let args = ["--offline", "--no-docker", "--gpus", "8"];
+    let (code, out, err) = preflight(&plan, &[&args[..], &["--suggest"]].concat());
+    assert_eq!(code, 0, "{out}{err}");
+    let fixes = tmp.path().join("plan.fixes.toml");
+    let written = std::fs::read_to_string(&fixes).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    assert!(written.contains("kind = \"substitute_model\""), "{written}");
+    assert!(
+        written.contains("--model meta-llama/Meta-Llama-3-8B-Instruct"),
+        "{written}"
+    );
+    assert!(out.contains("1 of 1 blocked commits have a fix"), "{out}");
+
+    // Judged with the fix: the rope block is gone for every variant.
+    let f = fixes.to_str().unwrap();
+    let (_, out, err) = preflight(&plan, &[&args[..], &["--json", "--fixes", f]].concat());
+    let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let c = by_commit(&doc, &pr);
+    assert!(
+        !categories(c, "").contains(&"rope_scaling_incompatible".to_string()),
+        "{c:#}"
+    );
+    assert_eq!(c["model"], "meta-llama/Meta-Llama-3-8B-Instruct", "{c:#}");
+
+    // A sweep run with it: the fix is in the results and the digest.
+    let store = tmp.path().join("store");
+    let o = Command::new(env!("CARGO_BIN_EXE_nightshift"))
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--runtime",
+            "sim",
+            "--headless",
+            "--gpus",
+            "1",
+            "--speed",
+            "max",
+        ])
+        .args(["--fixes", f, "--store", store.to_str().unwrap()])
+        .env("XDG_CACHE_HOME", tmp.path().join("cache"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("fixed before the night: measured with a substitute model"),
+        "{said}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let results = Command::new(env!("CARGO_BIN_EXE_nightshift"))
+        .args(["results", "--store", store.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&results.stdout);
+    assert!(table.contains("fixed before the night: measured with a substitute model, meta-llama/Meta-Llama-3-8B-Instruct"), "{table}");
+    let digest = std::fs::read_to_string(store.join("digest.md")).unwrap();
+    assert!(digest.contains("## Fixed before the night (1)"), "{digest}");
+
+    // A bad fixes file is refused with its place, exit 2.
+    std::fs::write(&fixes, "[[fix]]\ncommit = \"zz\"\n").unwrap();
+    let (code, _, err) = preflight(&plan, &[&args[..], &["--fixes", f]].concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("plan.fixes.toml"), "{err}");
+}

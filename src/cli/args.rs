@@ -182,6 +182,10 @@ pub enum Cmd {
         /// Run the variants preflight blocks anyway (their reasons are still printed).
         #[arg(long)]
         run_blocked: bool,
+        /// Apply the fixes in this file (as `preflight --suggest` writes them) to their
+        /// commits, every variant alike; each is recorded with its commit.
+        #[arg(long, value_name = "FILE")]
+        fixes: Option<PathBuf>,
         #[command(flatten)]
         images: ImageArgs,
         #[command(flatten)]
@@ -362,6 +366,14 @@ pub enum Cmd {
         /// Ask the Hub and registries again instead of using answers kept from earlier runs.
         #[arg(long)]
         no_cache: bool,
+        /// Write the fixes preflight knows for the commits it blocks (a substitute model kept
+        /// as data with its source, more GPUs for weights one cannot hold) to
+        /// PLAN.fixes.toml beside the plan, for review (`run --fixes`).
+        #[arg(long)]
+        suggest: bool,
+        /// Judge the plan with these fixes applied (see `--suggest`).
+        #[arg(long, value_name = "FILE")]
+        fixes: Option<PathBuf>,
     },
     /// Fetch the plan's model weights (into the HF cache) and datasets ahead of the night.
     Prefetch {

@@ -217,6 +217,22 @@ pub fn render(d: &Digest) -> String {
         o.push_str("</table>");
     }
 
+    if !d.fixed_before.is_empty() {
+        let _ = write!(
+            o,
+            "<h2>Fixed before the night ({})</h2><ul>",
+            d.fixed_before.len()
+        );
+        for (c, note) in &d.fixed_before {
+            let _ = write!(
+                o,
+                "<li><code>{}</code>: {}</li>",
+                esc(&c[..c.len().min(12)]),
+                esc(note)
+            );
+        }
+        o.push_str("</ul>");
+    }
     let _ = write!(o, "<h2>Fixes applied ({})</h2>", d.fixes.len());
     if !d.fixes.is_empty() {
         o.push_str("<ul>");

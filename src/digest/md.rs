@@ -133,6 +133,21 @@ pub fn markdown(d: &Digest) -> String {
         }
         o.push('\n');
     }
+    if !d.fixed_before.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n## Fixed before the night ({})\n",
+            d.fixed_before.len()
+        );
+        for (c, note) in &d.fixed_before {
+            let _ = writeln!(
+                o,
+                "- `{}`: {}",
+                terminal(&c[..c.len().min(12)]),
+                terminal(note)
+            );
+        }
+    }
     let _ = writeln!(o, "\n## Fixes applied ({})\n", d.fixes.len());
     for f in &d.fixes {
         let _ = writeln!(

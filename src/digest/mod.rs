@@ -62,6 +62,9 @@ pub struct Digest {
     /// runs first), each group with its deciding line.
     pub failures: BTreeMap<String, Vec<FailedRuns>>,
     pub fixes: Vec<AppliedFix>,
+    /// Commits measured with a fix accepted before the night (`run --fixes`): (commit, what
+    /// it changed and why), once each, in run order.
+    pub fixed_before: Vec<(String, String)>,
     /// GPU-hours spent per attempt outcome (an interrupted attempt is `interrupted`).
     pub gpu_hours: BTreeMap<String, f64>,
     pub waiting: Vec<Waiting>,
@@ -127,6 +130,7 @@ pub fn build(sweep: &str, docs: &[&RunDoc], opts: &report::Options, now_ms: u64)
     let mut counts = BTreeMap::new();
     let mut failures: BTreeMap<String, Vec<FailedRuns>> = BTreeMap::new();
     let mut fixes = Vec::new();
+    let mut fixed_before: Vec<(String, String)> = Vec::new();
     let mut gpu_hours = BTreeMap::new();
     let mut waiting = Vec::new();
     // Baseline and human always; then each agent variant the plan has.
@@ -136,6 +140,11 @@ pub fn build(sweep: &str, docs: &[&RunDoc], opts: &report::Options, now_ms: u64)
             variants.push(&d.info.variant);
         }
         *counts.entry(state_word(&d.record.state)).or_insert(0) += 1;
+        if let Some(note) = &d.info.fixed {
+            if !fixed_before.iter().any(|(c, _)| *c == d.info.commit) {
+                fixed_before.push((d.info.commit.clone(), note.clone()));
+            }
+        }
         // The category as the report's summary counts it: one source for both.
         if let Some(c) = report::cause::category(d) {
             let evidence = deciding_line(d);
@@ -207,6 +216,7 @@ pub fn build(sweep: &str, docs: &[&RunDoc], opts: &report::Options, now_ms: u64)
         report: report::build(docs, opts),
         failures,
         fixes,
+        fixed_before,
         gpu_hours,
         waiting,
         activity: Vec::new(),

@@ -21,6 +21,7 @@ fn doc(commit: &str, variant: Variant, end: RunState, tput: Option<f64>) -> RunD
         image: None,
         patch: None,
         skip_reason: None,
+        fixed: None,
     };
     let mut d = RunDoc::new(info.clone());
     d.record.state = end.clone();

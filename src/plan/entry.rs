@@ -303,6 +303,7 @@ impl Builder {
             invocation,
             invocation_problem,
             changes: None,
+            fixed: None,
             sim: rc.sim.clone(),
             loc,
         })

@@ -9,6 +9,7 @@ pub mod datasets;
 mod entry;
 pub mod example;
 mod expand;
+pub mod fixes;
 pub mod gpu;
 pub mod import;
 pub mod limits;
@@ -175,6 +176,9 @@ pub struct CommitSpec {
     pub invocation_problem: Option<String>,
     /// Parent → commit, from the clone (None without one).
     pub changes: Option<Vec<clone::FileChange>>,
+    /// A fix accepted before the night (`run --fixes`): what it changed and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<String>,
 }
 
 impl CommitSpec {
@@ -239,6 +243,9 @@ pub struct Plan {
 pub struct BoxDefaults {
     pub datasets: BTreeMap<String, PathBuf>,
     pub vllm_src: Option<PathBuf>,
+    /// Fixes the operator accepted (`--fixes`): applied to their commits' fields before the
+    /// plan is checked, as if the plan said so.
+    pub fixes: Vec<fixes::Fix>,
 }
 
 impl Plan {
@@ -433,6 +440,21 @@ impl Plan {
         }
 
         b.check_commit_count(&mut raw_commits);
+        // Accepted fixes replace their commits' fields; they are part of what was asked, so
+        // the plan's hash (a resume's check) counts them.
+        for (rc, _, _) in raw_commits.iter_mut() {
+            let Some(f) = rc
+                .commit
+                .as_deref()
+                .and_then(|c| fixes::for_commit(&box_defaults.fixes, c))
+            else {
+                continue;
+            };
+            rc.model = f.model.clone().or(rc.model.take());
+            rc.perf_command = f.perf_command.clone().or(rc.perf_command.take());
+            rc.gpu_config = f.gpu_config.clone().or(rc.gpu_config.take());
+            hasher.update(f.note().as_bytes());
+        }
         let clone = defaults
             .vllm_src
             .as_deref()
@@ -454,6 +476,7 @@ impl Plan {
                     }
                     c.changes = Some(ch.clone());
                 }
+                c.fixed = fixes::for_commit(&box_defaults.fixes, &c.commit).map(fixes::Fix::note);
                 commits.push(c);
             }
         }

@@ -89,9 +89,27 @@ impl FlagRule {
     }
 }
 
+/// A model measured in place of one a commit cannot run, as a report did before
+/// (`preflight --suggest`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Substitute {
+    /// The model the commit names (its command's `--model`, else the plan's).
+    pub model: String,
+    pub with: String,
+    /// The blocking categories it fixes.
+    pub categories: Vec<String>,
+    /// Only these commits (prefixes); all when empty.
+    #[serde(default)]
+    pub commits: Vec<String>,
+    pub source: String,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Known {
+    #[serde(default)]
+    pub substitute: Vec<Substitute>,
     #[serde(default)]
     pub flag_rule: Vec<FlagRule>,
     #[serde(default)]
@@ -161,6 +179,12 @@ mod tests {
             assert!(PyVersion::parse(&a.first).is_some(), "{}", a.name);
         }
         assert!(k.flag_rule.len() >= 2 && !k.option_value.is_empty());
+        for sub in &k.substitute {
+            assert!(sub.model != sub.with && !sub.source.is_empty());
+            for c in &sub.categories {
+                assert!(c.parse::<crate::category::Category>().is_ok(), "{c}");
+            }
+        }
         for o in &k.option_value {
             assert!(PyVersion::parse(&o.first).is_some(), "{}", o.key());
             assert!(!o.before_choices.contains(&o.value));

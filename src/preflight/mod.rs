@@ -16,6 +16,7 @@ pub mod known;
 pub mod registry;
 mod render;
 pub mod source;
+pub mod suggest;
 
 pub use judge::judge;
 pub use render::{summary_line, table};

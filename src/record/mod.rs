@@ -33,6 +33,10 @@ pub struct RunInfo {
     pub image: Option<String>,
     pub patch: Option<String>,
     pub skip_reason: Option<String>,
+    /// A fix accepted before the night for the run's commit (`run --fixes`): what it
+    /// changed and why ("measured with a substitute model, …").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<String>,
 }
 
 impl RunInfo {
@@ -57,6 +61,7 @@ impl RunInfo {
             image: spec.image.clone(),
             patch: spec.patch.clone(),
             skip_reason: spec.skip_reason.clone(),
+            fixed: c.fixed.clone(),
         }
     }
 

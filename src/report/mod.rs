@@ -189,6 +189,9 @@ impl Comparison {
 pub struct CommitRow {
     pub commit: String,
     pub title: String,
+    /// Measured with a fix accepted before the night (every variant alike): what changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<String>,
     pub cells: Vec<Cell>,
     pub comparisons: Vec<Comparison>,
 }
@@ -591,9 +594,11 @@ fn commit_row(
             comparisons.push(compare(label, Some(id.clone()), a, o, opts, bands));
         }
     }
+    let fixed = groups.iter().flatten().find_map(|d| d.info.fixed.clone());
     CommitRow {
         commit,
         title,
+        fixed,
         cells,
         comparisons,
     }

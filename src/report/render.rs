@@ -135,6 +135,9 @@ pub fn render_table(r: &Report) -> String {
 pub(super) fn table_row(row: &CommitRow, summary: &Summary) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{} {}", short(&row.commit), terminal(&row.title));
+    if let Some(f) = &row.fixed {
+        let _ = writeln!(o, "  fixed before the night: {}", terminal(f));
+    }
     let ms = row_metrics(row);
     let _ = write!(o, "  {:<34}", "variant");
     for (_, l) in &ms {
@@ -281,6 +284,9 @@ pub(super) const MD_HEAD: &str = "# Results\n\n";
 pub(super) fn md_row(row: &CommitRow, summary: &Summary) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "### `{}` {}\n", short(&row.commit), md_cell(&row.title));
+    if let Some(f) = &row.fixed {
+        let _ = writeln!(o, "Fixed before the night: {}\n", md_cell(f));
+    }
     let ms = row_metrics(row);
     o.push_str("| variant |");
     for (_, l) in &ms {

@@ -28,6 +28,7 @@ pub(crate) fn doc_with(
         image: None,
         patch: None,
         skip_reason: None,
+        fixed: None,
     };
     let mut d = RunDoc::new(info.clone());
     d.attempts.push(AttemptDoc {

@@ -293,6 +293,7 @@ mod tests {
             image: None,
             patch: None,
             skip_reason: None,
+            fixed: None,
         }
     }
 

@@ -111,6 +111,7 @@ impl Config {
                 .vllm_src
                 .as_deref()
                 .map(|v| crate::plan::expand_path(v, &base)),
+            fixes: Vec::new(),
         }
     }
 
