@@ -244,6 +244,13 @@ pub fn transition(from: &RunState, to: &RunState) -> Result<(), IllegalTransitio
         (Held { .. }, Queued) => true,
         (Held { .. }, Finished { outcome }) => !matches!(outcome, Outcome::Success),
         (Finished { .. }, Queued) => true,
+        // The operator's undo of a skip puts a held run back as it was.
+        (
+            Finished {
+                outcome: Outcome::Skipped { .. },
+            },
+            Held { .. },
+        ) => true,
         (
             Finished {
                 outcome: Outcome::Failed { .. },

@@ -452,6 +452,15 @@ fn one_model_failing_alike_on_five_commits_pauses_that_model_only() {
 /// An engine on the sim over one failing and one passing commit, with `other = "operator"`
 /// (the failing commit's runs are held), waiting for an operator.
 fn holding_engine(tmp: &Path) -> nightshift::engine::Engine {
+    holding_engine_with_commands(tmp).0
+}
+
+fn holding_engine_with_commands(
+    tmp: &Path,
+) -> (
+    nightshift::engine::Engine,
+    nightshift::engine::CommandSender,
+) {
     use nightshift::engine::{Engine, EngineOptions};
     use nightshift::runtime::sim::{SimRuntime, Speed};
     use std::sync::Arc;
@@ -459,7 +468,7 @@ fn holding_engine(tmp: &Path) -> nightshift::engine::Engine {
     let plan = Arc::new(Plan::from_str_at("p.toml", text, tmp, &tmp.join("p.toml")).unwrap());
     let cfg = nightshift::policy::PolicyConfig::from_toml("[actions]\nother = \"operator\"\n", "p")
         .unwrap();
-    let (engine, _cmds) = Engine::new(
+    let (engine, cmds) = Engine::new(
         plan,
         Arc::new(SimRuntime::new(Speed::Max)),
         EngineOptions {
@@ -468,11 +477,12 @@ fn holding_engine(tmp: &Path) -> nightshift::engine::Engine {
             wait_for_operator: true,
         },
     );
-    engine.with_time_scale(0.0).with_diagnosis(
+    let engine = engine.with_time_scale(0.0).with_diagnosis(
         cfg,
         Arc::new(nightshift::diagnose::Catalog::builtin()),
         Arc::new(nightshift::diagnose::RecipeBook::builtin()),
-    )
+    );
+    (engine, cmds)
 }
 
 /// The engine alone: `other = "operator"` holds, but with nobody attached only for the
@@ -573,4 +583,59 @@ async fn the_window_ends_an_attended_night_with_its_held_runs_kept() {
         .iter()
         .take(3)
         .all(|r| matches!(r.state, RunState::Held { .. })));
+}
+
+/// `u` restores: undoing the operator's skip of a held run puts it back held, with its
+/// diagnosis and its attempt, and starts nothing.
+#[tokio::test]
+async fn undoing_a_skip_of_a_held_run_holds_it_again() {
+    use nightshift::model::RunId;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let (engine, cmds) = holding_engine_with_commands(tmp.path());
+    let mut engine = engine.with_held_limit(Duration::from_secs(3600));
+    engine.count_clients(Arc::new(AtomicUsize::new(1)));
+    let held = Arc::new(AtomicUsize::new(0));
+    let starts = Arc::new(AtomicUsize::new(0));
+    let (h, s2) = (held.clone(), starts.clone());
+    engine.observe(Box::new(move |env: &Envelope| {
+        match &env.event {
+            Event::State { run, to, .. } if *run == RunId(0) => match to {
+                RunState::Held { .. } => {
+                    if h.fetch_add(1, Ordering::SeqCst) == 0 {
+                        let _ = cmds.send(Cmd::Skip { run: RunId(0) });
+                        let _ = cmds.send(Cmd::Unskip { run: RunId(0) });
+                    } else {
+                        let _ = cmds.send(Cmd::Shutdown);
+                    }
+                }
+                RunState::Active {
+                    stage: nightshift::model::Stage::PreparingImage,
+                } => {
+                    s2.fetch_add(1, Ordering::SeqCst);
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        Ok(())
+    }));
+    let (_, st) = tokio::time::timeout(
+        Duration::from_secs(20),
+        engine.run(tokio_util::sync::CancellationToken::new()),
+    )
+    .await
+    .expect("the night ends")
+    .unwrap();
+    assert_eq!(held.load(Ordering::SeqCst), 2, "held, skipped, held again");
+    let r = &st.runs[0];
+    assert!(matches!(r.state, RunState::Held { .. }), "{:?}", r.state);
+    assert_eq!(r.attempt, 1, "no attempt was started by the undo");
+    assert_eq!(
+        starts.load(Ordering::SeqCst),
+        1,
+        "one attempt started, the first"
+    );
+    assert!(r.finding.is_some(), "the diagnosis is kept");
 }

@@ -141,7 +141,23 @@ impl Engine {
             Command::Skip { run } => self.skip(run, SKIPPED_BY_OPERATOR)?,
             Command::Unskip { run } => {
                 self.not_before.remove(&run);
-                self.set_state(run, RunState::Queued, Some("operator: skip undone".into()))?;
+                // A held run goes back to being held, with its diagnosis: undoing a skip
+                // restores, it never starts an attempt the operator did not ask for.
+                match self.before_skip.remove(&run) {
+                    Some(held @ RunState::Held { .. }) => {
+                        self.set_state(
+                            run,
+                            held,
+                            Some("operator: skip undone, held again".into()),
+                        )?;
+                        if let Some(f) = self.state.run(run).finding.clone() {
+                            self.bound_hold(run, &f);
+                        }
+                    }
+                    _ => {
+                        self.set_state(run, RunState::Queued, Some("operator: skip undone".into()))?
+                    }
+                }
             }
             Command::SkipCategory { category } => {
                 let ids: Vec<RunId> = (0..self.state.runs.len() as u32).map(RunId).collect();
@@ -247,6 +263,9 @@ impl Engine {
             },
         };
         if crate::model::transition(&st, &to).is_ok() {
+            if reason.starts_with(SKIPPED_BY_OPERATOR) && matches!(st, RunState::Held { .. }) {
+                self.before_skip.insert(run, st);
+            }
             self.set_state(run, to, Some(reason.into()))?;
         }
         Ok(())

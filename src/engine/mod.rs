@@ -128,6 +128,8 @@ pub struct Engine {
     clients: Option<Arc<std::sync::atomic::AtomicUsize>>,
     /// Held unknown failures: when their wait ends, for which attempt.
     held_until: HashMap<RunId, (Instant, u32)>,
+    /// What the operator's skips replaced (a held run's category): `u` restores it.
+    before_skip: HashMap<RunId, RunState>,
     /// Who last acted on each run (an operator command's signer), to name them when
     /// another client's command on the run is refused.
     acted: HashMap<RunId, String>,
@@ -184,6 +186,7 @@ impl Engine {
             ranks: HashMap::new(),
             clients: None,
             held_until: HashMap::new(),
+            before_skip: HashMap::new(),
         };
         (engine, cmd_tx)
     }
