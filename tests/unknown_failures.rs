@@ -461,10 +461,20 @@ fn holding_engine_with_commands(
     nightshift::engine::Engine,
     nightshift::engine::CommandSender,
 ) {
+    holding_engine_of(tmp, &[("m/x", true), ("m/x", false)])
+}
+
+fn holding_engine_of(
+    tmp: &Path,
+    commits: &[(&str, bool)],
+) -> (
+    nightshift::engine::Engine,
+    nightshift::engine::CommandSender,
+) {
     use nightshift::engine::{Engine, EngineOptions};
     use nightshift::runtime::sim::{SimRuntime, Speed};
     use std::sync::Arc;
-    let text = plan_text(&[("m/x", true), ("m/x", false)]);
+    let text = plan_text(commits);
     let plan = Arc::new(Plan::from_str_at("p.toml", text, tmp, &tmp.join("p.toml")).unwrap());
     let cfg = nightshift::policy::PolicyConfig::from_toml("[actions]\nother = \"operator\"\n", "p")
         .unwrap();
@@ -638,4 +648,70 @@ async fn undoing_a_skip_of_a_held_run_holds_it_again() {
         "one attempt started, the first"
     );
     assert!(r.finding.is_some(), "the diagnosis is kept");
+}
+
+/// `S` is a rule for the rest of the night: runs that fail with the category later are
+/// skipped as the operator said, without waking them again.
+#[tokio::test]
+async fn skipping_a_category_holds_for_the_rest_of_the_night() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let commits = [
+        ("m/x", true),
+        ("m/y", true),
+        ("m/z", true),
+        ("m/w", true),
+        ("m/v", false),
+    ];
+    let (engine, cmds) = holding_engine_of(tmp.path(), &commits);
+    let mut engine = engine.with_held_limit(Duration::from_secs(3600));
+    engine.count_clients(Arc::new(AtomicUsize::new(1)));
+    let held = Arc::new(AtomicUsize::new(0));
+    let h = held.clone();
+    engine.observe(Box::new(move |env: &Envelope| {
+        if let Event::State {
+            to: RunState::Held { category },
+            ..
+        } = &env.event
+        {
+            if h.fetch_add(1, Ordering::SeqCst) == 0 {
+                let _ = cmds.send(Cmd::SkipCategory {
+                    category: *category,
+                });
+            }
+        }
+        Ok(())
+    }));
+    let (summary, st) = tokio::time::timeout(
+        Duration::from_secs(20),
+        engine.run(tokio_util::sync::CancellationToken::new()),
+    )
+    .await
+    .expect("the night ends by itself: nothing is left held")
+    .unwrap();
+    assert_eq!(summary.counts.held, 0);
+    let failing = 12;
+    let skipped: Vec<&str> = st
+        .runs
+        .iter()
+        .filter_map(|r| match &r.state {
+            RunState::Finished {
+                outcome: Outcome::Skipped { reason },
+            } => Some(reason.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(skipped.len(), failing, "{skipped:?}");
+    assert!(
+        held.load(Ordering::SeqCst) < failing,
+        "the operator was woken {} times",
+        held.load(Ordering::SeqCst)
+    );
+    assert!(
+        skipped
+            .iter()
+            .any(|r| r.contains("the operator's rule for the night")),
+        "{skipped:?}"
+    );
 }

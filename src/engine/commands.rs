@@ -13,7 +13,7 @@ fn word(s: &RunState) -> String {
 }
 
 /// The reason an operator's skip carries (an undo is only for these).
-const SKIPPED_BY_OPERATOR: &str = "skipped by the operator";
+pub(super) const SKIPPED_BY_OPERATOR: &str = "skipped by the operator";
 
 impl Engine {
     pub(super) fn on_command(&mut self, cmd: Command) -> anyhow::Result<()> {
@@ -160,6 +160,8 @@ impl Engine {
                 }
             }
             Command::SkipCategory { category } => {
+                // A rule for the rest of the night, not a one-shot (see `hold`).
+                self.skip_rules.entry(category).or_insert(0);
                 let ids: Vec<RunId> = (0..self.state.runs.len() as u32).map(RunId).collect();
                 for id in ids {
                     let r = self.state.run(id);

@@ -81,6 +81,26 @@ impl Engine {
         reason: &str,
         finding: &Finding,
     ) -> anyhow::Result<()> {
+        // `S` made this category a rule for the night: the run ends, failed then skipped
+        // as the operator said, instead of waking them again.
+        if let Some(n) = self.skip_rules.get_mut(&category) {
+            *n += 1;
+            let covered = *n;
+            self.set_state(
+                run,
+                RunState::Finished {
+                    outcome: Outcome::Failed { category },
+                },
+                Some(reason.to_string()),
+            )?;
+            return self.skip(
+                run,
+                &format!(
+                    "{}: all {category} (the operator's rule for the night; {covered} run(s) since)",
+                    super::commands::SKIPPED_BY_OPERATOR
+                ),
+            );
+        }
         self.set_state(run, RunState::Held { category }, Some(reason.to_string()))?;
         self.bound_hold(run, finding);
         Ok(())

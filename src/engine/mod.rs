@@ -130,6 +130,9 @@ pub struct Engine {
     held_until: HashMap<RunId, (Instant, u32)>,
     /// What the operator's skips replaced (a held run's category): `u` restores it.
     before_skip: HashMap<RunId, RunState>,
+    /// `S`: categories the operator skips for the rest of the night, with how many runs
+    /// each rule has skipped since.
+    skip_rules: std::collections::BTreeMap<Category, usize>,
     /// Who last acted on each run (an operator command's signer), to name them when
     /// another client's command on the run is refused.
     acted: HashMap<RunId, String>,
@@ -187,6 +190,7 @@ impl Engine {
             clients: None,
             held_until: HashMap::new(),
             before_skip: HashMap::new(),
+            skip_rules: Default::default(),
         };
         (engine, cmd_tx)
     }

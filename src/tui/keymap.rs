@@ -211,7 +211,7 @@ impl Default for KeyMap {
                     &[c('S')],
                     SkipCategory,
                     run,
-                    "skip all held or queued runs of this failure category (asks)",
+                    "skip this failure category, now and all night (asks)",
                     None,
                 ),
                 b(

@@ -169,7 +169,7 @@ fn skipping_a_category_says_how_many_runs_it_skips() {
     );
     let s = render(&app, 100, 30);
     assert!(
-        s.contains("Skip 2 runs (held or queued) whose failure is cuda_oom?"),
+        s.contains("Skip 2 runs whose failure is cuda_oom, and each later one"),
         "{s}"
     );
     app.popup = None;
@@ -177,7 +177,7 @@ fn skipping_a_category_says_how_many_runs_it_skips() {
     render(&app, 80, 24);
     key(&mut app, 'S');
     let s = render(&app, 100, 30);
-    assert!(s.contains("Skip 1 run (held or queued)"), "{s}");
+    assert!(s.contains("Skip 1 run whose failure is"), "{s}");
 }
 
 #[test]

@@ -191,9 +191,9 @@ fn confirm(f: &mut Frame, app: &App, area: Rect, c: &Confirm) {
         Confirm::SkipCategory(cat) => (
             " skip category? ",
             match app.skippable(*cat) {
-                0 => format!("No held or queued run has failure {cat}: nothing to skip."),
-                1 => format!("Skip 1 run (held or queued) whose failure is {cat}?"),
-                n => format!("Skip {n} runs (held or queued) whose failure is {cat}?"),
+                0 => format!("No run has failure {cat} now: skip each later one tonight?"),
+                1 => format!("Skip 1 run whose failure is {cat}, and each later one tonight?"),
+                n => format!("Skip {n} runs whose failure is {cat}, and each later one tonight?"),
             },
         ),
     };
