@@ -385,3 +385,34 @@ fn stop_right_after_run_finds_the_starting_daemon() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// After the end, `status` says how the last night ended and where its digest is.
+#[test]
+fn status_after_the_end_gives_the_outcome_and_the_digest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = plan(tmp.path(), 3);
+    let store = tmp.path().join("store");
+    let o = headless_run(
+        &plan,
+        &[
+            "--gpus",
+            "2",
+            "--speed",
+            "max",
+            "--store",
+            store.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.code().is_some(), "{o:?}");
+    let (code, line) = status(&store);
+    assert_eq!(code, 1, "{line}");
+    assert!(line.contains("no sweep is running"), "{line}");
+    assert!(
+        line.contains("the last night on this store: 6 runs: 6 success"),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!("digest: {}", store.join("digest.md").display())),
+        "{line}"
+    );
+}

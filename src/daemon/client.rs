@@ -90,6 +90,37 @@ fn hello(s: &mut std::os::unix::net::UnixStream, want: Want) -> Result<String, S
     Ok(line)
 }
 
+/// After the end: how the store's last night ended, and where its digest is (from a
+/// snapshot: the store is never locked by asking).
+fn last_night(store: &Path) -> Option<String> {
+    let s = crate::daemon::commands::snapshot(store)?;
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for r in s.runs().values().filter(|r| !r.removed) {
+        let word = match &r.record.state {
+            crate::model::RunState::Queued => "queued",
+            crate::model::RunState::Active { .. } => "interrupted",
+            crate::model::RunState::Held { .. } => "held",
+            crate::model::RunState::Finished { outcome } => outcome.status(),
+        };
+        *counts.entry(word).or_default() += 1;
+    }
+    if counts.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    let digest = store.join("digest.md");
+    Some(format!(
+        "nightshift: the last night on this store: {} runs: {}{}",
+        counts.values().sum::<usize>(),
+        each.join(", "),
+        if digest.is_file() {
+            format!("; digest: {}", digest.display())
+        } else {
+            String::new()
+        }
+    ))
+}
+
 /// `nightshift status`: one line; exit 0 while a sweep is alive, 1 when none is.
 pub fn status(store: &Path) -> i32 {
     match ask(store, Want::Status) {
@@ -107,6 +138,9 @@ pub fn status(store: &Path) -> i32 {
         }
         Err(e) => {
             println!("{e}");
+            if let Some(last) = last_night(store) {
+                println!("{last}");
+            }
             1
         }
     }

@@ -161,7 +161,7 @@ pub fn find_store(store: Option<PathBuf>) -> Result<Store, i32> {
 }
 
 /// A snapshot of the store at `dir` opened from a private copy, when it is a store.
-fn snapshot(dir: &Path) -> Option<Store> {
+pub(crate) fn snapshot(dir: &Path) -> Option<Store> {
     if !dir.join("db").is_file() {
         return None;
     }
