@@ -47,16 +47,39 @@ pub struct Eta {
     pub left_ms: u64,
     pub low_ms: u64,
     pub high_ms: u64,
+    /// No run has ended yet: the lengths are the kinds' typical ones, the interval wide.
+    pub from_priors: bool,
 }
 
-/// The estimate for `runs` on `gpus` GPUs; `None` until some run has ended with a length.
+/// Before any run ends, a run takes between half and twice its kind's typical length.
+const PRIOR_SPREAD: [u64; 3] = [50, 100, 200];
+
+/// The estimate for `runs` on `gpus` GPUs. Before any run has ended with a length, from the
+/// kinds' typical lengths (every run has one) with a wide interval, so the first minutes of
+/// a night already say roughly when it ends; `None` when some run has no prior (the sim).
 pub fn estimate(runs: &[(Need, Now)], gpus: u32) -> Option<Eta> {
-    let lengths = Lengths::learn(runs)?;
+    let Some(lengths) = Lengths::learn(runs) else {
+        if runs.iter().any(|(n, _)| n.prior_ms == 0) {
+            return None;
+        }
+        let at = |q: usize| {
+            replay(runs, gpus, &|n: &Need| {
+                (n.prior_ms * PRIOR_SPREAD[q] / 100).max(1)
+            })
+        };
+        return Some(Eta {
+            left_ms: at(1),
+            low_ms: at(0),
+            high_ms: at(2),
+            from_priors: true,
+        });
+    };
     let at = |q: usize| replay(runs, gpus, &|n: &Need| lengths.get(n, q));
     Some(Eta {
         left_ms: at(1),
         low_ms: at(0),
         high_ms: at(2),
+        from_priors: false,
     })
 }
 
@@ -227,8 +250,45 @@ mod tests {
     }
 
     #[test]
-    fn nothing_learned_is_no_estimate() {
+    fn nothing_learned_and_no_prior_is_no_estimate() {
         assert_eq!(estimate(&[(need(1, "a", 0), Now::Queued)], 8), None);
+    }
+
+    /// The first minutes of a night with 8-GPU runs: no run has ended, yet the kinds'
+    /// typical lengths give an end with a wide interval.
+    #[test]
+    fn before_any_run_ends_the_priors_give_a_wide_estimate() {
+        let with_prior = |gpus, commit, prior_ms| Need {
+            prior_ms,
+            ..need(gpus, "big", commit)
+        };
+        let runs = vec![
+            (
+                with_prior(8, 0, 1_000_000),
+                Now::Active {
+                    elapsed_ms: 100_000,
+                },
+            ),
+            (with_prior(8, 1, 1_000_000), Now::Queued),
+            (with_prior(1, 2, 600_000), Now::Queued),
+        ];
+        let e = estimate(&runs, 8).unwrap();
+        assert!(e.from_priors);
+        // 900 s left of the running one, then 1000 s, then 600 s: 2500 s at the median.
+        assert_eq!(e.left_ms, 2_500_000);
+        assert!(
+            e.low_ms < e.left_ms && e.high_ms > e.left_ms * 3 / 2,
+            "{e:?}"
+        );
+        // One run ended: the night's own lengths take over.
+        let mut learned = runs.clone();
+        learned.push((
+            with_prior(1, 3, 600_000),
+            Now::Done {
+                took_ms: Some(500_000),
+            },
+        ));
+        assert!(!estimate(&learned, 8).unwrap().from_priors);
     }
 
     #[test]

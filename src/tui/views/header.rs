@@ -58,13 +58,18 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             // From the app's clock (tests set it).
             let at = clock(app.now_ms.saturating_add(e.left_ms));
             let half = e.high_ms.saturating_sub(e.low_ms) / 2;
-            if half >= 60_000 {
+            let est = if half >= 60_000 {
                 format!(
                     "{at} ±{}",
                     crate::window::hm(std::time::Duration::from_millis(half))
                 )
             } else {
                 at
+            };
+            if e.from_priors {
+                format!("{est}, no run ended yet")
+            } else {
+                est
             }
         }
         (None, _) => "measuring…".into(),
