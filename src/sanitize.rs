@@ -35,6 +35,26 @@ fn needs_escape(c: char) -> bool {
     (c.is_control() && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
+/// A command to paste into a shell: one line (its line breaks and tabs, a TOML multi-line
+/// string's, become spaces; a backslash-newline continuation joins), every other control
+/// character shown escaped, so pasting it runs nothing by itself (no newline) and cannot
+/// end a bracketed paste (`ESC[201~`).
+pub fn one_line(cmd: &str) -> String {
+    let joined = cmd.replace("\\\r\n", " ").replace("\\\n", " ");
+    let spaced: String = joined
+        .chars()
+        .map(|c| {
+            if matches!(c, '\n' | '\r' | '\t') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    let words: Vec<&str> = spaced.split(' ').filter(|w| !w.is_empty()).collect();
+    terminal(&words.join(" ")).into_owned()
+}
+
 /// Escape controls in a whole text but keep its line breaks (a report of many lines).
 pub fn text(s: &str) -> Cow<'_, str> {
     if !s.chars().any(|c| c != '\n' && needs_escape(c)) {
@@ -143,6 +163,17 @@ pub(crate) const HOSTILE_SHOWN: &str = "\\x1b[2J\\x07evil\\x0d\\x0a\\x9b31m";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_to_paste_is_one_inert_line() {
+        let cmd = "VLLM_USE_V1=1 python3 bench.py \\\n  --model m\n--seed 0\x1b[201~; rm -rf /\n";
+        let l = one_line(cmd);
+        assert_eq!(
+            l,
+            "VLLM_USE_V1=1 python3 bench.py --model m --seed 0\\x1b[201~; rm -rf /"
+        );
+        assert!(!l.contains('\n') && !l.contains('\x1b'));
+    }
 
     #[test]
     fn clean_text_is_borrowed() {

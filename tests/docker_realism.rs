@@ -358,3 +358,47 @@ async fn warmup_requests_reach_the_server_before_the_benchmark() {
         "the client sends them"
     );
 }
+
+/// `!` finds a run's container by its label as `docker ps` reads filters (`label=K=V`),
+/// on this machine's real engine.
+#[test]
+fn the_shell_key_finds_the_runs_container_by_its_label() {
+    require_docker!();
+    let key = format!("shellkey{}/human", std::process::id());
+    let name = format!("ns-shell-test-{}", std::process::id());
+    let up = std::process::Command::new("docker")
+        .args(["run", "-d", "--rm", "--name", &name, "--label"])
+        .arg(format!("{}={key}", nightshift::model::labels::LABEL_KEY))
+        .args([
+            "--entrypoint",
+            "sh",
+            "nightshift-standin:latest",
+            "-c",
+            "sleep 30",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let id = String::from_utf8_lossy(&up.stdout).trim().to_string();
+    let found = std::process::Command::new("docker")
+        .args(["ps", "-q", "--no-trunc", "--filter"])
+        .arg(nightshift::tui::shell_filter(
+            nightshift::model::labels::LABEL_KEY,
+            &key,
+        ))
+        .output()
+        .unwrap();
+    let _ = std::process::Command::new("docker")
+        .args(["rm", "-f", &name])
+        .output();
+    assert!(
+        found.status.success(),
+        "{}",
+        String::from_utf8_lossy(&found.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&found.stdout).trim(), id);
+}

@@ -236,17 +236,17 @@ fn open_pager(guard: &mut terminal::Guard, app: &mut App, run: crate::model::Run
 /// suspended meanwhile as lazydocker does; `exit` comes back. Only this machine's Docker:
 /// a run on a remote host or on the sim has no container here, and the toast says so.
 fn open_shell(guard: &mut terminal::Guard, app: &mut App, run: crate::model::RunId) {
-    use crate::model::labels::{LABEL_KEY, LABEL_SWEEP};
+    use crate::model::labels::LABEL_KEY;
     let key = app.plan.runs[run.0 as usize].key.clone();
     if app.runtime == "sim" {
         app.toast = Some("the sim runs no containers: no shell to open".into());
         return;
     }
+    // `docker ps --filter` takes labels as `label=K=V`; newest first, so a container of
+    // another sweep with the same run key (rare) loses to this night's.
     let found = std::process::Command::new("docker")
         .args(["ps", "-q", "--filter"])
-        .arg(format!("{LABEL_KEY}={key}"))
-        .arg("--filter")
-        .arg(format!("{LABEL_SWEEP}={}", app.plan.name))
+        .arg(shell_filter(LABEL_KEY, &key))
         .output();
     let id = match found {
         Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
@@ -289,6 +289,11 @@ fn open_shell(guard: &mut terminal::Guard, app: &mut App, run: crate::model::Run
     if let Err(e) = status {
         app.toast = Some(format!("docker exec: {e}"));
     }
+}
+
+/// The `docker ps` filter for containers labelled `label=value`.
+pub fn shell_filter(label: &str, value: &str) -> String {
+    format!("label={label}={value}")
 }
 
 /// Put `text` on the clipboard of the terminal the TUI runs in — over ssh and tmux too

@@ -317,7 +317,7 @@ impl App {
                         Some(cmd) => {
                             self.toast =
                                 Some(format!("copied the command of {} (OSC 52)", spec.key));
-                            return vec![Effect::Copy(cmd.clone())];
+                            return vec![Effect::Copy(crate::sanitize::one_line(cmd))];
                         }
                         None => self.toast = Some(format!("{} has no command", spec.key)),
                     }
