@@ -280,6 +280,12 @@ impl Command {
 
 /// Who sends commands from this process: `USER@FACE:PID` (`ops@tui:4321`), for the
 /// activity log and to name the client whose action another's command collided with.
+/// Whether the signer the daemon recorded (`name (uid N)`: the kernel's uid beside the
+/// name the client sent) is `me`, the name this client sends.
+pub fn signed_by(recorded: &str, me: &str) -> bool {
+    recorded.split(" (uid ").next() == Some(me)
+}
+
 pub fn signer(face: &str) -> String {
     let user: String = std::env::var("USER")
         .unwrap_or_default()

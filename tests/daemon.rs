@@ -87,7 +87,7 @@ impl Client {
         self.r.read_line(&mut l).unwrap();
         serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l:?}"))
     }
-    fn until(&mut self, what: &str, ok: impl Fn(&Event) -> bool) {
+    fn until(&mut self, what: &str, mut ok: impl FnMut(&Event) -> bool) {
         for _ in 0..100_000 {
             if let DaemonMsg::Event { env } = self.next() {
                 if ok(&env.event) {
@@ -415,4 +415,40 @@ fn status_after_the_end_gives_the_outcome_and_the_digest() {
         line.contains(&format!("digest: {}", store.join("digest.md").display())),
         "{line}"
     );
+}
+
+/// A command's signer is the connection's uid as the kernel gives it (SO_PEERCRED); the
+/// name a client sends is only a label beside it, so nobody acts in another's name.
+#[test]
+fn the_signer_is_the_peers_uid_with_its_name_beside_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = plan(tmp.path(), 40);
+    let store = tmp.path().join("store");
+    let mut daemon = headless(&plan, &store, "5");
+    wait_for("the daemon's socket", 30, || {
+        UnixStream::connect(protocol::socket_path(&store)).is_ok()
+    });
+    let (mut a, _) = Client::attach(&store);
+    let uid = unsafe { libc::geteuid() };
+    a.send(&ClientMsg::Command {
+        command: Cmd::Signed {
+            by: "root (uid 4242)".into(),
+            saw: None,
+            command: Box::new(Cmd::Pause),
+        },
+    });
+    a.send(&ClientMsg::Command {
+        command: Cmd::Resume,
+    });
+    let mut seen = Vec::new();
+    a.until("both commands", |e| {
+        if let Event::Operator { by, .. } = e {
+            seen.push(by.clone().unwrap_or_default());
+        }
+        seen.len() >= 2
+    });
+    assert_eq!(seen[0], format!("root (uid {uid})"), "{seen:?}");
+    assert_eq!(seen[1], format!("uid {uid}"), "{seen:?}");
+    stop_now(&store);
+    let _ = daemon.wait();
 }

@@ -465,6 +465,9 @@ async fn client(
     ticket: Ticket,
     gate: Arc<Gate>,
 ) -> std::io::Result<()> {
+    // Who is at the other end, as the kernel says (SO_PEERCRED): a command's signer is
+    // this uid, the name the client sends only a label beside it.
+    let peer = stream.peer_cred().ok().map(|c| c.uid());
     let (r, w) = stream.into_split();
     let mut w = tokio::io::BufWriter::new(w);
     let mut lines: Lines = FramedRead::new(r, LinesCodec::new_with_max_length(MAX_LINE));
@@ -518,7 +521,7 @@ async fn client(
             send(&mut w, &DaemonMsg::Stopping { now }).await?;
             flush(&mut w).await
         }
-        Want::Attach => attached(&mut w, &mut lines, hub).await,
+        Want::Attach => attached(&mut w, &mut lines, hub, peer).await,
         q @ (Want::Results { .. }
         | Want::Show { .. }
         | Want::Digest { .. }
@@ -538,10 +541,37 @@ impl Drop for Counted<'_> {
     }
 }
 
+/// The command signed by the connection's uid; the name the client gave kept as a label
+/// (`alice (uid 1000)`), so no client can act in another user's name.
+fn signed_by_peer(command: Command, peer: Option<u32>) -> Command {
+    let Some(uid) = peer else { return command };
+    match command {
+        Command::Signed { by, saw, command } => {
+            // A name that already carries a uid (a client echoing one) keeps only its name.
+            let name = by.split(" (uid ").next().unwrap_or("").trim().to_string();
+            Command::Signed {
+                by: if name.is_empty() {
+                    format!("uid {uid}")
+                } else {
+                    format!("{name} (uid {uid})")
+                },
+                saw,
+                command,
+            }
+        }
+        c => Command::Signed {
+            by: format!("uid {uid}"),
+            saw: None,
+            command: Box::new(c),
+        },
+    }
+}
+
 async fn attached(
     w: &mut (impl AsyncWriteExt + Unpin),
     lines: &mut Lines,
     hub: Arc<Hub>,
+    peer: Option<u32>,
 ) -> std::io::Result<()> {
     let (state, mut rx) = {
         let st = hub.state();
@@ -588,7 +618,7 @@ async fn attached(
                             // The disk watch's own command is not a client's to send.
                             Command::DiskSpace { .. } => {}
                             _ => {
-                                let _ = hub.cmds.send(command);
+                                let _ = hub.cmds.send(signed_by_peer(command, peer));
                             }
                         }
                     }

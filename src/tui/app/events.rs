@@ -15,7 +15,12 @@ impl App {
         if let Some(e) = crate::report::activity::entry(env, &key) {
             // Ours, refused: the run moved since this screen showed it; say so, and the
             // operator acts again on it as it is now.
-            if e.refused() && self.me.as_deref() == Some(e.source.as_str()) {
+            if e.refused()
+                && self
+                    .me
+                    .as_deref()
+                    .is_some_and(|me| crate::event::signed_by(&e.source, me))
+            {
                 self.toast = Some(format!("⚠ {}: {}", e.what, e.outcome));
             }
             if self.activity.len() >= ACTIVITY_KEPT {

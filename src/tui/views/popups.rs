@@ -49,7 +49,10 @@ fn activity(f: &mut Frame, app: &App, area: Rect, scroll: usize) {
         .skip(scroll)
         .take(rows)
         .map(|e| {
-            let mine = app.me.as_deref() == Some(e.source.as_str());
+            let mine = app
+                .me
+                .as_deref()
+                .is_some_and(|me| crate::event::signed_by(&e.source, me));
             Line::from(vec![
                 Span::styled(
                     format!("{} ", crate::report::activity::clock(e.at_ms)),
