@@ -51,6 +51,17 @@ fn plan_file(dir: &std::path::Path, sweep: &str) -> std::path::PathBuf {
 
 /// [`plan_file`] with servers that take `load_ms` to load (printing as they go).
 fn plan_file_loading(dir: &std::path::Path, sweep: &str, load_ms: u64) -> std::path::PathBuf {
+    plan_file_with(dir, sweep, load_ms, false)
+}
+
+/// [`plan_file_loading`], with a third commit whose server runs out of memory while loading
+/// (`failing`).
+fn plan_file_with(
+    dir: &std::path::Path,
+    sweep: &str,
+    load_ms: u64,
+    failing: bool,
+) -> std::path::PathBuf {
     let mut toml = format!(
         r#"schema_version = 1
 name = "{sweep}"
@@ -77,6 +88,15 @@ baseline = "{{org}}:latest"
             0xd0c0_0000u64 + i,
             "0".repeat(32),
             0xbee0_0000u64 + i,
+            "0".repeat(32)
+        ));
+    }
+    if failing {
+        toml.push_str(&format!(
+            "[[commits]]\ncommit = \"{:08x}{}\"\nparent = \"{:08x}{}\"\nmodel = \"standin/tiny\"\ngpu_config = \"H100:1\"\nvllm_version = \"0.8.5\"\nperf_command = '''STANDIN_FAIL=oom STANDIN_LOAD_MS={load_ms} python benchmarks/benchmark_serving.py --model standin/tiny --num-prompts 10'''\n",
+            0xfa11_0000u64,
+            "0".repeat(32),
+            0xfa11_0001u64,
             "0".repeat(32)
         ));
     }
@@ -381,8 +401,10 @@ async fn slow_pings_cancel_no_run_and_discard_no_result() {
     }
     let sweep = format!("ns-slowping-{}", std::process::id());
     // Servers that take 24 s to load: long enough for the health check to miss four pings.
+    // And one commit whose server dies while loading (CUDA OOM): a run that
+    // fails on its own while the pings are slow must not take the host's other runs.
     let plan = Arc::new(
-        nightshift::plan::Plan::load(&plan_file_loading(tmp.path(), &sweep, 24_000)).unwrap(),
+        nightshift::plan::Plan::load(&plan_file_with(tmp.path(), &sweep, 24_000, true)).unwrap(),
     );
     let hosts = config::parse(&format!(
         "[[hosts]]\nname = \"busy\"\ndocker_host = \"unix://{}\"\ngpus = 4\ngpu_requests = false\n",
@@ -410,14 +432,20 @@ async fn slow_pings_cancel_no_run_and_discard_no_result() {
         "marked down: {:?}",
         multi.losses()
     );
-    assert_eq!(
-        summary.counts.success,
-        plan.runs.len(),
-        "{:?}",
-        summary.counts
-    );
+    assert_eq!(summary.counts.success, 4, "{:?}", summary.counts);
+    assert_eq!(summary.counts.failed, 2, "{:?}", summary.counts);
     for r in &state.runs {
         assert_eq!(r.interrupted, 0, "a run was cut short by a ping: {r:?}");
-        assert_eq!(r.counted_attempts(), 1, "{r:?}");
+    }
+    // The failing runs kept their diagnosis (not re-queued as a lost host's).
+    for r in state.runs.iter().filter(|r| {
+        !matches!(
+            r.state,
+            nightshift::model::RunState::Finished {
+                outcome: nightshift::model::Outcome::Success
+            }
+        )
+    }) {
+        assert!(r.finding.is_some(), "the diagnosis was thrown away: {r:?}");
     }
 }

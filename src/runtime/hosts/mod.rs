@@ -51,6 +51,34 @@ struct HostState {
     last_bytes: Option<Instant>,
 }
 
+/// An attempt ended without its result while its host may be going (a stopped engine ends
+/// its streams before the health check has missed enough pings): wait for the health
+/// check's verdict, bounded by the time its rule takes, rather than decide here. An engine
+/// that answers at all, however late (a busy Docker answers `/_ping` in seconds), is alive,
+/// and the end is the attempt's own, with its diagnosis and the policy's retries.
+async fn host_lost(host: &Host, stop: &CancellationToken) -> bool {
+    let rule = STREAMS_ALIVE + PING_TIMEOUT + HEALTH_PERIOD * MISSES_DOWN;
+    let deadline = Instant::now() + rule;
+    while Instant::now() < deadline {
+        if stop.is_cancelled() {
+            return true;
+        }
+        let answer = tokio::time::timeout(ANSWERS_AT_ALL, host.docker.ping()).await;
+        if matches!(answer, Ok(Ok(_))) {
+            return false;
+        }
+        if !host.lock().up {
+            return true;
+        }
+        tokio::time::sleep(HEALTH_PERIOD).await;
+    }
+    stop.is_cancelled() || !host.lock().up
+}
+
+/// How late a ping may answer and still say the engine is alive, when an attempt's end is
+/// to be told from its host's.
+const ANSWERS_AT_ALL: Duration = Duration::from_secs(12);
+
 /// The health check's verdict on a host after a ping: `Some(up)` to mark it, `None` to
 /// leave it. Down takes [`MISSES_DOWN`] missed pings in a row and no run on it streaming.
 fn health(ok: bool, misses: u32, streaming: bool) -> Option<bool> {
@@ -414,15 +442,15 @@ impl MultiHost {
         // follower the attempt left behind keeps its copy of the sink, and its late lines
         // are still handed on.
         let _ = tokio::time::timeout(Duration::from_secs(2), forward).await;
-        // A run that came back with its result keeps it, whatever a ping says now; one
-        // that ended otherwise while its host stops answering was cut short by the host.
+        // A run that came back with its result keeps it, whatever a ping says now. One
+        // cut short because the health check marked its host down is re-queued; any other
+        // end is the attempt's own, with its diagnosis and the policy's retries. Only the
+        // health check decides a host is down (by its rule: missed pings and silent
+        // streams): one failed run with slow pings must not take the host's other runs.
         let finished = matches!(report.end, RunEnd::BenchExited { .. });
-        let lost = !cancel.is_cancelled()
-            && !finished
-            && (stop.is_cancelled() || !self.still_answers(&host).await);
+        let lost = !cancel.is_cancelled() && !finished && host_lost(&host, &stop).await;
         self.release(h, &local, id);
         if lost {
-            self.set_up(&host, false);
             sink.log(
                 Stream::Docker,
                 Pipe::Stderr,
@@ -435,25 +463,6 @@ impl MultiHost {
             return RunReport::new(RunEnd::Cancelled);
         }
         report
-    }
-
-    async fn answers(&self, h: &Host) -> bool {
-        matches!(
-            tokio::time::timeout(PING_TIMEOUT, h.docker.ping()).await,
-            Ok(Ok(_))
-        )
-    }
-
-    /// Asked as the health check would decide: gone only after [`MISSES_DOWN`] failed
-    /// pings in a row.
-    async fn still_answers(&self, h: &Host) -> bool {
-        for _ in 0..MISSES_DOWN {
-            if self.answers(h).await {
-                return true;
-            }
-            tokio::time::sleep(HEALTH_PERIOD).await;
-        }
-        false
     }
 
     /// When each lost host was noticed (for the test's and the operator's timing).
