@@ -493,6 +493,13 @@ pub fn run(cli: Cli) -> i32 {
                     }
                 }
             }
+            "source" => match crate::bench::source::run(runs, &mut std::io::stdout()) {
+                Ok(()) => 0,
+                Err(e) => {
+                    tracing::error!("{e:#}");
+                    1
+                }
+            },
             "parse" => match crate::bench::parse::run(size_mb, &mut std::io::stdout()) {
                 Ok(()) => 0,
                 Err(e) => {
@@ -502,7 +509,7 @@ pub fn run(cli: Cli) -> i32 {
             },
             other => {
                 tracing::error!(
-                    "unknown benchmark `{other}` (expected engine, store, groups, stats, parse, tui, night, eta, attach or daemon)"
+                    "unknown benchmark `{other}` (expected engine, store, groups, stats, parse, source, tui, night, eta, attach or daemon)"
                 );
                 2
             }

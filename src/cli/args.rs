@@ -416,7 +416,8 @@ pub enum Cmd {
         /// engine | store | groups (grouping a store's unknown failures) | stats (false positives and power of the verdicts on simulated
         /// A/A and true effects; --runs = comparisons per row, default 2000) | parse | tui |
         /// night (images, link and disk over the seed mix) | eta (the night's estimate against sim nights) |
-        /// attach (a client's first frame from a live daemon) | daemon (its RSS over a sim night)
+        /// attach (a client's first frame from a live daemon) | daemon (its RSS over a sim night) |
+        /// source (preflight reading vLLM's argparse source, per file and per variant)
         what: String,
         /// Runs for the engine, store and tui benchmarks.
         #[arg(long, default_value_t = 10_000)]

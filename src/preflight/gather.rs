@@ -204,6 +204,11 @@ fn commit_facts(
 ) -> CommitFacts {
     let mut cf = CommitFacts::default();
     let mut by_rev: BTreeMap<String, Known<Era>> = BTreeMap::new();
+    type Tree = (
+        Option<super::facts::SourceFlags>,
+        BTreeMap<String, Known<bool>>,
+    );
+    let mut by_tree: BTreeMap<String, Tree> = BTreeMap::new();
     for (v, rev) in revisions(plan, ci) {
         let era = match clone {
             Some(cl) => by_rev
@@ -214,12 +219,21 @@ fn commit_facts(
         };
         cf.eras.insert(v.clone(), era);
         // What the variant's own tree defines and holds, where the clone can tell.
+        // Read once per revision: the baseline and every agent share the parent's tree.
         if let (Some(cl), Some(view)) = (clone, c.view.as_ref()) {
             let kind = view.kind.or(c.mode).unwrap_or_default();
-            if let Some(sf) = super::source::flags_at(cl, &rev, view, kind) {
+            let (sf, ev) = by_tree
+                .entry(rev.clone())
+                .or_insert_with(|| {
+                    (
+                        super::source::flags_at(cl, &rev, view, kind),
+                        super::source::rule_evidence(cl, &rev, view),
+                    )
+                })
+                .clone();
+            if let Some(sf) = sf {
                 cf.source_flags.insert(v.clone(), sf);
             }
-            let ev = super::source::rule_evidence(cl, &rev, view);
             if !ev.is_empty() {
                 cf.rule_evidence.insert(v, ev);
             }
