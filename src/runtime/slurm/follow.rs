@@ -65,6 +65,26 @@ impl SlurmRuntime {
             if launcher_exit.is_some() {
                 break;
             }
+            // The job's own output came before the controller's poll said it runs (the
+            // poll is seconds apart): the output is the evidence, and the wait ends here.
+            if !running_seen && !f.attached && stage > Stage::PreparingImage {
+                running_seen = true;
+                let waited = f.submitted.elapsed().as_secs_f64();
+                sink.send(RuntimeMsg::Provenance {
+                    key: "slurm_start_s".into(),
+                    value: format!("{waited:.3}"),
+                })
+                .await;
+                self.dlog(
+                    sink,
+                    Pipe::Stdout,
+                    format!(
+                        "slurm job {} running {waited:.2} s after sbatch (its output came first)",
+                        f.id
+                    ),
+                )
+                .await;
+            }
             if Instant::now() < next_poll {
                 continue;
             }
