@@ -300,6 +300,10 @@ pub fn run(cli: Cli) -> i32 {
             Ok(dir) => crate::daemon::client::status(&dir),
             Err(c) => c,
         },
+        Cmd::Wait { store, timeout } => match crate::daemon::commands::find_dir(store) {
+            Ok(dir) => crate::daemon::client::wait(&dir, std::time::Duration::from_secs(timeout)),
+            Err(c) => c,
+        },
         Cmd::Stop { store, now } => match crate::daemon::commands::find_dir(store) {
             Ok(dir) => crate::daemon::client::stop(&dir, now),
             Err(c) => c,

@@ -452,3 +452,51 @@ fn the_signer_is_the_peers_uid_with_its_name_beside_it() {
     stop_now(&store);
     let _ = daemon.wait();
 }
+
+/// `nightshift wait` blocks until the night ends (0) or the limit passes (4); 1 when no
+/// sweep runs.
+#[test]
+fn wait_blocks_until_the_night_ends_or_its_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let none = Command::new(BIN)
+        .args([
+            "wait",
+            "--store",
+            tmp.path().join("nothing").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(none.status.code(), Some(1), "{none:?}");
+    let (_tmp, _plan, store, mut daemon) = started(40, "2");
+    let o = Command::new(BIN)
+        .args(["wait", "--timeout", "1", "--store", store.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let waiting = Command::new(BIN)
+        .args([
+            "wait",
+            "--timeout",
+            "120",
+            "--store",
+            store.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    stop_now(&store);
+    let o = waiting.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let _ = daemon.wait();
+}

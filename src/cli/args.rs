@@ -207,6 +207,17 @@ pub enum Cmd {
         #[arg(long)]
         store: Option<PathBuf>,
     },
+    /// Block until the store's sweep needs the operator (a run held) or ends, as pueue's
+    /// `wait`: exit 0 when it ended, 3 when a run waits for a decision, 1 when no sweep is
+    /// running, 4 when --timeout passed first.
+    Wait {
+        /// Store directory (default: the only sweep under the data dir).
+        #[arg(long)]
+        store: Option<PathBuf>,
+        /// Give up after this many seconds (default: a day).
+        #[arg(long, default_value_t = 86_400)]
+        timeout: u64,
+    },
     /// Stop the store's running sweep once its runs in flight finish (or at once).
     Stop {
         /// Store directory (default: the only sweep under the data dir).

@@ -121,6 +121,87 @@ fn last_night(store: &Path) -> Option<String> {
     ))
 }
 
+/// `nightshift wait`: attached without a screen, until a run is held (3), the sweep ends
+/// (0) or `limit` passes (4); 1 when no sweep runs. A held run already waiting at attach
+/// counts: the operator is needed now.
+pub fn wait(store: &Path, limit: Duration) -> i32 {
+    let path = protocol::socket_path(store);
+    let Ok(mut s) = std::os::unix::net::UnixStream::connect(&path) else {
+        println!("{}", not_running(store));
+        return 1;
+    };
+    let t0 = Instant::now();
+    // Reads wake at least every few seconds, so the limit is kept without an event.
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let first = match hello(&mut s, Want::Attach) {
+        Ok(l) => l,
+        Err(e) => {
+            println!("{e}");
+            return 1;
+        }
+    };
+    let held_now = |st: &crate::state::SweepState| st.counts().held;
+    match serde_json::from_str::<DaemonMsg>(&first) {
+        Ok(DaemonMsg::Welcome { state, .. }) if held_now(&state) > 0 => {
+            println!("nightshift: {} runs wait for a decision", held_now(&state));
+            return 3;
+        }
+        Ok(DaemonMsg::Welcome { .. }) => {}
+        Ok(DaemonMsg::Refused { why }) => {
+            tracing::error!("{why}");
+            return 2;
+        }
+        _ => {
+            tracing::error!("unexpected first answer from the daemon");
+            return 2;
+        }
+    }
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    while t0.elapsed() < limit {
+        // A read cut by the timeout keeps what it had: the rest of the line follows.
+        match r.read_line(&mut line) {
+            Ok(0) => {
+                println!("nightshift: the sweep ended");
+                return 0;
+            }
+            Ok(_) => match serde_json::from_str::<DaemonMsg>(&std::mem::take(&mut line)) {
+                Ok(DaemonMsg::Event { env }) => match env.event {
+                    crate::event::Event::State {
+                        run,
+                        to: crate::model::RunState::Held { category },
+                        ..
+                    } => {
+                        println!("nightshift: {run} is held ({category}): it waits for a decision");
+                        return 3;
+                    }
+                    crate::event::Event::SweepFinished { .. } => {
+                        println!("nightshift: the sweep ended");
+                        return 0;
+                    }
+                    _ => {}
+                },
+                Ok(DaemonMsg::Resync { state, .. }) if held_now(&state) > 0 => {
+                    println!("nightshift: {} runs wait for a decision", held_now(&state));
+                    return 3;
+                }
+                _ => {}
+            },
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => {
+                println!("nightshift: the daemon's connection: {e}");
+                return 1;
+            }
+        }
+    }
+    println!("nightshift: still running after {} s", limit.as_secs());
+    4
+}
+
 /// `nightshift status`: one line; exit 0 while a sweep is alive, 1 when none is.
 pub fn status(store: &Path) -> i32 {
     match ask(store, Want::Status) {
