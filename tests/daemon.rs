@@ -421,13 +421,7 @@ fn status_after_the_end_gives_the_outcome_and_the_digest() {
 /// name a client sends is only a label beside it, so nobody acts in another's name.
 #[test]
 fn the_signer_is_the_peers_uid_with_its_name_beside_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let plan = plan(tmp.path(), 40);
-    let store = tmp.path().join("store");
-    let mut daemon = headless(&plan, &store, "5");
-    wait_for("the daemon's socket", 30, || {
-        UnixStream::connect(protocol::socket_path(&store)).is_ok()
-    });
+    let (_tmp, _plan, store, mut daemon) = started(40, "5");
     let (mut a, _) = Client::attach(&store);
     let uid = unsafe { libc::geteuid() };
     a.send(&ClientMsg::Command {
