@@ -283,10 +283,26 @@ def main():
             "--disk-min-free-gb", "0"] + (["--fixes", fixes_file] if fixed else [])
     kills = kill_loop(argv, log, a.kills, env) if a.kills else 0
     rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    stops = []
+    while rc not in (0, 3) and len(stops) < 2:
+        # The sweep stopped itself (a store or disk failure says why and exits 1): what an
+        # operator does next is resume it. Said below, with the reason, never hidden.
+        stops.append(rc)
+        log.flush()
+        rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
     line, complete, with_cmd, named, failed, why, last, by_commit = summary(ns, store, runs, plan)
     fixed_done = [c for c in complete if any(c.startswith(f) or f.startswith(c) for f in fixed)]
     line = line.replace("; named before the night:", f"; fixed before the night: {len(fixed)} ({len(fixed_done)} complete); named before the night:", 1)
     print(f"rehearsal: sweep exit {rc}, {time.time() - t0:.0f} s wall; plan, store and logs in {d}", file=sys.stderr)
+    if rc != 0 or stops or kills < a.kills:
+        # CI keeps only this output: what ended the sweep must be in it, not only in sweep.log.
+        print(f"rehearsal: the sweep ended by itself {len(stops) + (rc != 0)} times (exit {stops + [rc]}); "
+              f"{kills} of {a.kills} kills landed; what it said:", file=sys.stderr)
+        said = [l.rstrip() for l in open(os.path.join(d, "sweep.log"), errors="replace")
+                if not l.startswith(("note:", "warning: no GPU", "store "))
+                and not any(w in l for w in ("skipped(preflight", "fixed before the night", "daemon pid"))]
+        for l in said[-25:]:
+            print(f"  sweep.log: {l[:400]}", file=sys.stderr)
     for c in failed:
         print(f"  failed during the night: {c[:12]} ({eras.get(next((k for k in eras if k.startswith(c)), c), '?')}) {why[c]}", file=sys.stderr)
         for r in by_commit[c]:

@@ -11,6 +11,9 @@ const DFA_CACHE_BYTES: usize = 8 << 20;
 /// Patterns one signature may list: the built-ins use at most a dozen; thousands are a
 /// generated file gone wrong, and each costs every log line of the night.
 const MAX_REGEX_PER_SIGNATURE: usize = 256;
+/// Patterns of all signatures together (the built-ins list about 225): each one is run on
+/// every log line of the night, and compiling tens of thousands takes minutes.
+const MAX_REGEX_TOTAL: usize = 1024;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -252,6 +255,25 @@ impl Catalog {
                         format!("signature `{}` needs at least one `regex`", r.name),
                     ));
                 }
+                // Counted before anything compiles, so a generated file gone wrong is
+                // refused at once.
+                let others: usize = self
+                    .signatures
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| Some(*i) != pos)
+                    .map(|(_, s)| s.regex.len())
+                    .sum();
+                if others + v.len() > MAX_REGEX_TOTAL {
+                    return Err(cx.err(
+                        at,
+                        format!(
+                            "signature `{}` brings the catalog to {} regexes; at most {MAX_REGEX_TOTAL} in all (each is run on every log line)",
+                            r.name,
+                            others + v.len()
+                        ),
+                    ));
+                }
                 sig.regex = cx.regexes(&v)?;
             }
             if let Some(v) = r.exclude {
@@ -378,6 +400,27 @@ disabled = true
         assert!(!c.signature("cuda_oom").unwrap().regex.is_empty());
         assert_eq!(c.signature("my_thing").unwrap().category, Category::Other);
         assert!(c.signature("broken_pipe").is_none());
+    }
+
+    #[test]
+    fn the_catalog_as_a_whole_is_bounded_before_anything_compiles() {
+        let sig = |j: usize, n: usize| {
+            let list: Vec<String> = (0..n).map(|i| format!("'z{j}_{i}'")).collect();
+            format!(
+                "[[signature]]\nname = \"s{j}\"\ncategory = \"other\"\nregex = [{}]\n",
+                list.join(",")
+            )
+        };
+        // Three of 200 fit beside the built-ins; a fifth brings the whole past 1,024.
+        let ok: String = (0..3).map(|j| sig(j, 200)).collect();
+        assert!(Catalog::builtin().with_overrides(&ok, "ops.toml").is_ok());
+        let many: String = (0..5).map(|j| sig(j, 200)).collect();
+        let e = Catalog::builtin()
+            .with_overrides(&many, "ops.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at most 1024 in all"), "{e}");
+        assert!(e.starts_with("ops.toml:"), "{e}");
     }
 
     #[test]
