@@ -12,7 +12,8 @@ fn selected_row(screen: &str) -> Option<String> {
     screen
         .lines()
         .find(|l| l.contains("│▌"))
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        // The commit only: the row's state glyphs and numbers change as its runs go on.
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
 }
 
 fn wait_screen(t: &Tmux, what: &str, secs: u64, ok: impl Fn(&str) -> bool) -> String {
