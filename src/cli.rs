@@ -468,10 +468,10 @@ pub fn run(cli: Cli) -> i32 {
                 } else {
                     runs.clamp(10, 100_000)
                 };
-                print!(
-                    "{}",
-                    crate::stats::power::report(7, m, &crate::stats::Config::default())
-                );
+                let cfg = crate::stats::Config::default();
+                // The sim's model, then the same verdicts on a real vLLM's measured noise.
+                print!("{}", crate::stats::power::report(7, m, &cfg));
+                print!("{}", crate::stats::real::report(m, &cfg));
                 0
             }
             "tui" => crate::bench::tui::run(runs.min(100_000)),

@@ -715,3 +715,48 @@ async fn skipping_a_category_holds_for_the_rest_of_the_night() {
         "{skipped:?}"
     );
 }
+
+/// `nightshift wait` returns 3 once a run waits for a decision: the plan's own policy holds
+/// the failing commit's runs (`other = "operator"`) in a background daemon; a second
+/// `wait` attaching while they are held returns 3 at once (from the daemon's welcome).
+#[test]
+fn wait_returns_3_when_a_run_is_held() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = plan_text(&[("m/x", true), ("m/x", false)]);
+    // The policy table goes before the first [[commits]]: after it, keys would belong there.
+    let (head, commits) = text.split_at(text.find("[[commits]]").unwrap());
+    let plan = tmp.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!("{head}[policy.actions]\nother = \"operator\"\n{commits}"),
+    )
+    .unwrap();
+    let store = tmp.path().join("store");
+    let log = tmp.path().join("daemon.out");
+    let mut d = background_daemon(&plan, &store, &log);
+    let s = store.to_str().unwrap();
+    // Until the daemon answers (a wait before it binds says no sweep runs: 1).
+    let t0 = Instant::now();
+    let (code, out, _) = loop {
+        let r = bin(&["wait", "--timeout", "120", "--store", s]);
+        if r.0 != 1 || t0.elapsed() > Duration::from_secs(30) {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        code,
+        3,
+        "{out}\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert!(
+        out.contains("held") || out.contains("wait for a decision"),
+        "{out}"
+    );
+    let (code, out, _) = bin(&["wait", "--timeout", "5", "--store", s]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("wait for a decision"), "{out}");
+    let _ = bin(&["stop", "--now", "--store", s]);
+    wait_exit(&mut d, 60, &log);
+}

@@ -33,6 +33,7 @@ pub mod median;
 pub mod noise;
 pub mod power;
 pub mod rank;
+pub mod real;
 
 pub use band::{Band, Calibration};
 pub use median::{summarize, Summary};
@@ -231,12 +232,13 @@ pub fn compare(
         .filter(|b| b.sigma > 0.0)
         .map(|b| wider_than_band(candidate, reference, b.sigma).unwrap_or(b.sigma));
     let band_sd = sigma.map(|s| band::sd_of_log_ratio(s, c.n, r.n));
+    let dof = band.map_or(1, Band::dof);
     // The interval on Δ: from the band where there is one (it knows the box's noise,
     // which three repeats cannot), else from the repeats' own median intervals (the
     // pessimistic pairing of bounds).
     let (ci_low_pct, ci_high_pct) = if let (Some(sd), Some(lr)) = (band_sd, log_ratio) {
-        let z = band::z_of(level);
-        ratio_ci((lr - z * sd).exp(), (lr + z * sd).exp())
+        let q = band::t_of(level, dof);
+        ratio_ci((lr - q * sd).exp(), (lr + q * sd).exp())
     } else if c.n >= 2 && r.n >= 2 && r.ci_low > 0.0 && r.ci_high > 0.0 {
         ratio_ci(c.ci_low / r.ci_high, c.ci_high / r.ci_low)
     } else {
@@ -246,7 +248,7 @@ pub fn compare(
     let (p_value, method) = if rank_can_pass {
         (rank_p(candidate, reference), Method::RankTest)
     } else if let (Some(sd), Some(lr)) = (band_sd, log_ratio) {
-        (band::p_value(lr, sd), Method::NoiseBand)
+        (band::t_p_value(lr, sd, dof), Method::NoiseBand)
     } else if c.n >= 2 && r.n >= 2 {
         (rank_p(candidate, reference), Method::TooFewRepeats)
     } else {
