@@ -399,7 +399,8 @@ mod tests {
         let cand: Vec<f64> = base.iter().map(|x| x * 1.01).rev().collect();
         let c = compare(K, &cand, &base, None, &cfg).unwrap();
         assert_eq!(c.verdict, Verdict::NoChange, "{c:?}");
-        // A band wider than tonight's runs is overruled by the runs' own spread.
+        // A band narrower than tonight's runs (0.2% against ±20%) is overruled by their own
+        // spread.
         let wide = [80.0, 120.0, 95.0, 105.0];
         let c = compare(
             K,
