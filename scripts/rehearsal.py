@@ -247,9 +247,10 @@ def main():
     ap.add_argument("--check", action="store_true", help="exit 1 unless every commit is accounted for and none failed during the night for a reason preflight can know")
     ap.add_argument("--no-missing-baselines", action="store_true", help="give every commit its baseline image (the seeds lacked some)")
     ap.add_argument("--kills", type=int, default=0, help="SIGKILL the sweep's daemon N times at random moments, resuming each time; then count orphan containers, lost and duplicated runs")
+    ap.add_argument("--image-budget-gb", type=int, help="cap the sweep's own images (a box short of disk: eviction runs all night)")
     ap.add_argument("--seeds", default=os.path.join(REPO, "..", "shared", "data", "seed-commits.json"))
     a = ap.parse_args()
-    ns = os.path.join(REPO, "target", "debug", "nightshift")
+    ns = os.environ.get("NIGHTSHIFT_BIN") or os.path.join(REPO, "target", "debug", "nightshift")
     d = os.path.abspath(a.store_dir or os.path.join("/tmp", f"nightshift-rehearsal-{os.getpid()}"))
     os.makedirs(d, exist_ok=True)
     t0 = time.time()
@@ -280,7 +281,8 @@ def main():
     # top of that would pause the sweep on a CI machine with less than 45 GB free. The
     # disk budget has tests of its own (tests/registry.rs, src/images.rs).
     argv = [ns, "run", plan, "--headless", "--runtime", "docker", "--store", store, "--gpus", "8",
-            "--disk-min-free-gb", "0"] + (["--fixes", fixes_file] if fixed else [])
+            "--disk-min-free-gb", "0"] + (["--fixes", fixes_file] if fixed else []) \
+        + (["--image-budget-gb", str(a.image_budget_gb)] if a.image_budget_gb is not None else [])
     kills = kill_loop(argv, log, a.kills, env) if a.kills else 0
     rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
     stops = []

@@ -22,7 +22,9 @@
 //!   build started when its runs come up leaves them waiting; they leave one slot to the
 //!   short makes near the GPUs. A make needs its source here, so the source is pulled first;
 //! - when nothing can be removed and nothing is in flight or in use, the box is full:
-//!   [`Step::Full`] (the engine pauses the sweep and alerts rather than thrash).
+//!   [`Step::Full`] (the engine pauses the sweep and alerts rather than thrash) — if the
+//!   image's size is known; short only by the guess for an image of unknown size, it is
+//!   fetched anyway (only evidence blocks: the pull's own failure is the evidence).
 
 pub mod layers;
 
@@ -186,6 +188,23 @@ impl<'a> Planner<'a> {
         Manifest::from([(img.to_string(), size)])
     }
 
+    /// Start fetching `img`: counted as coming at its expected size.
+    fn fetch(&mut self, img: &str) {
+        let m = self.manifest(img);
+        self.coming.add(&m);
+        self.s.fetching.insert(img.to_string(), m.values().sum());
+        self.steps.push(Step::Fetch(img.to_string()));
+    }
+
+    /// Whether `img`'s size is known (layers, here, coming, or a registry's answer) rather
+    /// than the default guess.
+    fn sized(&self, img: &str) -> bool {
+        self.s.layers.contains_key(img)
+            || [&self.s.present, &self.s.fetching, &self.s.sizes]
+                .iter()
+                .any(|m| m.contains_key(img))
+    }
+
     fn here_or_coming(&self, img: &str) -> bool {
         self.s.present.contains_key(img) || self.s.fetching.contains_key(img)
     }
@@ -327,10 +346,7 @@ impl<'a> Planner<'a> {
         loop {
             let short = self.short_by(img);
             if short == 0 {
-                let m = self.manifest(img);
-                self.coming.add(&m);
-                self.s.fetching.insert(img.to_string(), m.values().sum());
-                self.steps.push(Step::Fetch(img.to_string()));
+                self.fetch(img);
                 return Ok(());
             }
             let Some(victim) = self.victim(far_too) else {
@@ -433,6 +449,15 @@ impl<'a> Planner<'a> {
                 continue;
             };
             let busy = !self.s.fetching.is_empty() || !self.s.in_use.is_empty();
+            if !busy && !self.sized(&target) {
+                // Only evidence blocks: short by a guess (an image of unknown size counted
+                // at `default_size`; a baseline derived from a 4 MB overlay counts 20 GB)
+                // is no reason to pause the night. It is fetched; a pull that really finds
+                // no room fails and its run is diagnosed `disk_full`, and the disk floor
+                // watch pauses on real free space.
+                self.fetch(&target);
+                return;
+            }
             let image = target;
             self.steps.push(if busy {
                 Step::Wait { image, short_by }

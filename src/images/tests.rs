@@ -93,6 +93,11 @@ fn full_only_when_nothing_can_go_and_nothing_runs() {
         ..Default::default()
     };
     s.present.insert("next".into(), 20 * G);
+    // Short by a guess (no size known for `new`): fetched anyway, the night goes on.
+    let steps = plan(&v(&["new"]), &set(&["next", "new"]), &s, &budget());
+    assert_eq!(steps, vec![Step::Fetch("new".into())]);
+    // Short by a known size (the registry said 20 GB): full.
+    s.sizes.insert("new".into(), 20 * G);
     let steps = plan(&v(&["new"]), &set(&["next", "new"]), &s, &budget());
     assert_eq!(
         steps,
@@ -154,8 +159,12 @@ proptest! {
                 Step::Fetch(i) => {
                     prop_assert!(!present.contains_key(i));
                     inflight += b.default_size;
-                    prop_assert!(free_now >= b.min_free + inflight);
-                    prop_assert!(cap.is_none_or(|c| on_disk + inflight <= c * G));
+                    let within = free_now >= b.min_free + inflight
+                        && cap.is_none_or(|c| on_disk + inflight <= c * G);
+                    // Past the budget only by the guess for an image of unknown size, as
+                    // the one fetch with nothing in flight or in use (only evidence blocks).
+                    let guess_only = busy.is_empty() && inflight == b.default_size;
+                    prop_assert!(within || guess_only);
                 }
                 Step::Wait { .. } | Step::Full { .. } => {}
             }
@@ -187,6 +196,7 @@ fn a_pull_costs_only_the_layers_not_here() {
     let steps = plan(&v(&["a", "b"]), &set(&["a", "b"]), &s, &budget());
     assert_eq!(steps, vec![Step::Fetch("b".into())]);
     s.layers.clear();
+    s.sizes.insert("b".into(), 19 * G);
     let steps = plan(&v(&["a", "b"]), &set(&["a", "b"]), &s, &budget());
     assert!(matches!(&steps[..], [Step::Full { image, .. }] if image == "b"));
 }

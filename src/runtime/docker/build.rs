@@ -497,7 +497,11 @@ impl DockerRuntime {
             t: Some(tag.into()),
             rm: true,
             forcerm: true,
-            labels: Some(HashMap::from([(MADE_FOR.to_string(), base.to_string())])),
+            // The plan image it stands for (the run's), as derived and fixed images are
+            // labelled: stock and eviction then count it with that image, not with the
+            // image it was built on (evicting the human image once its runs were done
+            // removed the baseline built from it that the baseline runs still needed).
+            labels: Some(HashMap::from([(MADE_FOR.to_string(), job.image.clone())])),
             ..Default::default()
         };
         let mut log: Vec<String> = Vec::new();

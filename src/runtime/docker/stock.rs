@@ -30,6 +30,22 @@ fn owner<'a>(
         })
 }
 
+/// What to remove for an image made from a plan image: its tags, or its id when it has
+/// none (an untagged image lists `<none>:<none>`, which is no reference: Docker refuses it
+/// with "invalid reference format", and eviction asked again at every step).
+fn removable(tags: &[String], id: &str) -> Vec<String> {
+    let real: Vec<String> = tags
+        .iter()
+        .filter(|t| t.as_str() != "<none>:<none>")
+        .cloned()
+        .collect();
+    if real.is_empty() && !id.is_empty() {
+        vec![id.to_string()]
+    } else {
+        real
+    }
+}
+
 impl DockerRuntime {
     /// The image a run starts from: its own, or a derived baseline made earlier or now.
     pub(super) async fn obtain_image(
@@ -169,7 +185,7 @@ impl DockerRuntime {
                 let tags: Vec<String> = if own {
                     vec![image.to_string()]
                 } else {
-                    i.repo_tags.clone()
+                    removable(&i.repo_tags, &i.id)
                 };
                 tags.into_iter().map(move |t| (own, t, size))
             })
@@ -189,6 +205,18 @@ impl DockerRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_untagged_image_is_removed_by_its_id() {
+        assert_eq!(
+            removable(&["<none>:<none>".into()], "sha256:ab"),
+            vec!["sha256:ab".to_string()]
+        );
+        assert_eq!(
+            removable(&["o/x:1".into(), "<none>:<none>".into()], "sha256:ab"),
+            vec!["o/x:1".to_string()]
+        );
+    }
 
     #[test]
     fn images_belong_to_the_plan_image_they_were_made_for() {
