@@ -14,6 +14,7 @@ import collections
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -247,7 +248,7 @@ def main():
     ap.add_argument("--check", action="store_true", help="exit 1 unless every commit is accounted for and none failed during the night for a reason preflight can know")
     ap.add_argument("--no-missing-baselines", action="store_true", help="give every commit its baseline image (the seeds lacked some)")
     ap.add_argument("--kills", type=int, default=0, help="SIGKILL the sweep's daemon N times at random moments, resuming each time; then count orphan containers, lost and duplicated runs")
-    ap.add_argument("--image-budget-gb", type=int, help="cap the sweep's own images (a box short of disk: eviction runs all night)")
+    ap.add_argument("--room-gb", type=int, help="a box short of disk: the sweep keeps free all but N GB of Docker's disk (--disk-min-free-gb), so every missing image's 20 GB guess is short of room")
     ap.add_argument("--seeds", default=os.path.join(REPO, "..", "shared", "data", "seed-commits.json"))
     a = ap.parse_args()
     ns = os.environ.get("NIGHTSHIFT_BIN") or os.path.join(REPO, "target", "debug", "nightshift")
@@ -280,9 +281,12 @@ def main():
     # pull is tried (and fails here, so it is derived), and the default 25 GB headroom on
     # top of that would pause the sweep on a CI machine with less than 45 GB free. The
     # disk budget has tests of its own (tests/registry.rs, src/images.rs).
+    floor = 0
+    if a.room_gb is not None:
+        root = "/var/lib/docker" if os.path.isdir("/var/lib/docker") else "/"
+        floor = max(0, shutil.disk_usage(root).free // 10**9 - a.room_gb)
     argv = [ns, "run", plan, "--headless", "--runtime", "docker", "--store", store, "--gpus", "8",
-            "--disk-min-free-gb", "0"] + (["--fixes", fixes_file] if fixed else []) \
-        + (["--image-budget-gb", str(a.image_budget_gb)] if a.image_budget_gb is not None else [])
+            "--disk-min-free-gb", str(floor)] + (["--fixes", fixes_file] if fixed else [])
     kills = kill_loop(argv, log, a.kills, env) if a.kills else 0
     rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
     stops = []
@@ -322,6 +326,11 @@ def main():
     if idle:
         line += f"; GPUs idle while runs waited: {idle.group(1)} of {idle.group(2)} GPU-minutes"
     bad = len(complete) + len(named) + len(failed) != len(with_cmd)
+    # A night that ends with runnable work never run did not do its job, whatever ended it.
+    unrun = [c for c in failed if why[c] == "not run"]
+    if unrun or rc not in (0, 3):
+        print(f"rehearsal: the sweep ended with exit {rc} and {len(unrun)} commits never run", file=sys.stderr)
+        bad = True
     missed = [c for c in failed if why[c] in KNOWABLE]
     if missed:
         print(f"rehearsal: preflight missed {len(missed)} knowable failures: {', '.join(c[:12] + ' ' + why[c] for c in missed)}", file=sys.stderr)

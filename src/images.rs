@@ -23,8 +23,9 @@
 //!   short makes near the GPUs. A make needs its source here, so the source is pulled first;
 //! - when nothing can be removed and nothing is in flight or in use, the box is full:
 //!   [`Step::Full`] (the engine pauses the sweep and alerts rather than thrash) — if the
-//!   image's size is known; short only by the guess for an image of unknown size, it is
-//!   fetched anyway (only evidence blocks: the pull's own failure is the evidence).
+//!   image's size is known; short of free disk only by the guess for an image of unknown
+//!   size, it is fetched anyway (only evidence blocks: the pull's own failure is the
+//!   evidence). The operator's cap (`max_bytes`) holds either way.
 
 pub mod layers;
 
@@ -272,10 +273,14 @@ impl<'a> Planner<'a> {
         let by_free = self.s.free.map_or(0, |free| {
             (self.b.min_free + inflight + cost).saturating_sub(free)
         });
-        let by_cap = self.b.max_bytes.map_or(0, |cap| {
-            (self.on.bytes() + inflight + cost).saturating_sub(cap)
-        });
-        by_free.max(by_cap)
+        by_free.max(self.short_of_cap(img))
+    }
+
+    /// How far `img` would take the sweep's images past the operator's cap.
+    fn short_of_cap(&self, img: &str) -> u64 {
+        self.b.max_bytes.map_or(0, |cap| {
+            (self.on.bytes() + self.inflight() + self.cost(img)).saturating_sub(cap)
+        })
     }
 
     /// May `img` go? Not in the look-ahead, in use, kept, needed but not queued (a held
@@ -449,12 +454,13 @@ impl<'a> Planner<'a> {
                 continue;
             };
             let busy = !self.s.fetching.is_empty() || !self.s.in_use.is_empty();
-            if !busy && !self.sized(&target) {
-                // Only evidence blocks: short by a guess (an image of unknown size counted
-                // at `default_size`; a baseline derived from a 4 MB overlay counts 20 GB)
-                // is no reason to pause the night. It is fetched; a pull that really finds
-                // no room fails and its run is diagnosed `disk_full`, and the disk floor
-                // watch pauses on real free space.
+            if !busy && !self.sized(&target) && self.short_of_cap(&target) == 0 {
+                // Only evidence blocks: short of free disk by a guess (an image of unknown
+                // size counted at `default_size`; a baseline derived from a 4 MB overlay
+                // counts 20 GB) is no reason to pause the night. It is fetched; a pull that
+                // really finds no room fails and its run is diagnosed `disk_full`, and the
+                // disk floor watch pauses on real free space. The operator's cap on the
+                // sweep's images is a rule, not a guess about the disk: it still holds.
                 self.fetch(&target);
                 return;
             }

@@ -159,12 +159,13 @@ proptest! {
                 Step::Fetch(i) => {
                     prop_assert!(!present.contains_key(i));
                     inflight += b.default_size;
-                    let within = free_now >= b.min_free + inflight
-                        && cap.is_none_or(|c| on_disk + inflight <= c * G);
-                    // Past the budget only by the guess for an image of unknown size, as
-                    // the one fetch with nothing in flight or in use (only evidence blocks).
+                    let within = free_now >= b.min_free + inflight;
+                    // Past the free-disk floor only by the guess for an image of unknown
+                    // size, as the one fetch with nothing in flight or in use (only evidence
+                    // blocks); the operator's cap always holds.
                     let guess_only = busy.is_empty() && inflight == b.default_size;
                     prop_assert!(within || guess_only);
+                    prop_assert!(cap.is_none_or(|c| on_disk + inflight <= c * G));
                 }
                 Step::Wait { .. } | Step::Full { .. } => {}
             }
