@@ -92,6 +92,28 @@ pub struct Counts {
     pub cancelled: usize,
 }
 
+/// Progress over the runnable runs: the header, `status`, the quit popup and the exit line
+/// say the same "done of runnable" (see [`SweepState::progress`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Runnable runs that ended (succeeded, failed, skipped or cancelled).
+    pub done: usize,
+    /// Runs the plan can run.
+    pub total: usize,
+    /// Runnable runs skipped or cancelled.
+    pub skipped: usize,
+    /// Runnable runs waiting their turn.
+    pub queued: usize,
+    /// Runs the plan marks unrunnable: never run, never counted in the progress.
+    pub not_runnable: usize,
+}
+
+impl Progress {
+    pub fn pct(&self) -> usize {
+        (self.done * 100).checked_div(self.total).unwrap_or(0)
+    }
+}
+
 impl Counts {
     pub fn done(&self) -> usize {
         self.success + self.failed + self.skipped + self.cancelled
@@ -273,6 +295,31 @@ impl SweepState {
             }
         }
         c
+    }
+
+    /// Progress over the runs the plan can run; `unrunnable[i]` says run i is marked
+    /// unrunnable (no image, an invalid command, `skip = true`): those end in the first
+    /// second, and counted as done they would put the bar at half way before anything ran.
+    pub fn progress(&self, unrunnable: &[bool]) -> Progress {
+        let mut p = Progress::default();
+        for (i, r) in self.runs.iter().enumerate() {
+            if unrunnable.get(i).copied().unwrap_or(false) {
+                p.not_runnable += 1;
+                continue;
+            }
+            p.total += 1;
+            match &r.state {
+                RunState::Finished { outcome } => {
+                    p.done += 1;
+                    if matches!(outcome, Outcome::Skipped { .. } | Outcome::Cancelled) {
+                        p.skipped += 1;
+                    }
+                }
+                RunState::Queued => p.queued += 1,
+                _ => {}
+            }
+        }
+        p
     }
 
     /// Failures by category, counting held runs too (they failed, awaiting a decision) and

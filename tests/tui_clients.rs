@@ -1,7 +1,9 @@
 //! Two operators on one sweep, each in their own terminal (tmux), against the real daemon
 //! (#25): what one does is in the other's activity log with who did it and what came of
 //! it; the other's selection stays on the run it picked; a client that attaches late sees
-//! the logs written before it came (read back from disk), at 80×24 as at 150×40.
+//! the logs written before it came (read back from disk), at 80×24 as at 150×40; the other
+//! is told by a toast as it happens; a third attaching late gets the activity log with its
+//! snapshot, and its 3-way view names the one cell its keys act on.
 
 mod support;
 
@@ -64,8 +66,13 @@ fn two_clients_share_the_activity_log_keep_their_selection_and_see_earlier_logs(
     a.run(&["send-keys", "-t", "a", "s"]);
     wait_screen(&a, "a's skip", 20, |sc| sc.contains("⊘"));
 
+    // B is told as it happens: a toast naming A and what came of it, read to its end at
+    // 80 columns (it wraps).
+    let sb = wait_screen(&b, "a toast of a's skip on b", 20, |sc| {
+        sc.contains("⚑ ana@tui:") && sc.contains("done")
+    });
+    eprintln!("client b at 80×24, a's action as a toast:\n{sb}");
     // B's selection stayed on its run; B's activity log names A and the outcome.
-    let sb = b.screen();
     assert_eq!(selected_row(&sb).as_deref(), Some(b_sel.as_str()), "{sb}");
     b.run(&["send-keys", "-t", "b", "A"]);
     let sb = wait_screen(&b, "the activity log on b", 20, |sc| {
@@ -81,8 +88,42 @@ fn two_clients_share_the_activity_log_keep_their_selection_and_see_earlier_logs(
     });
     assert!(sa.contains("you"), "{sa}");
 
-    for t in [&a, &b] {
-        t.run(&["send-keys", "-t", "a", "Escape"]);
+    // C attaches late (80×24): the night's activity so far comes with its snapshot.
+    let c = Tmux::new("c", &format!("env USER=cy {BIN} attach --store {s}"));
+    c.run(&["resize-window", "-t", "c", "-x", "80", "-y", "24"]);
+    wait_screen(&c, "client c", 20, |sc| sc.contains("night"));
+    c.run(&["send-keys", "-t", "c", "A"]);
+    let sc = wait_screen(&c, "the activity log on c, attached late", 20, |sc| {
+        sc.contains("ana@tui:")
+    });
+    assert!(sc.contains("skip"), "{sc}");
+    c.run(&["send-keys", "-t", "c", "Escape"]);
+    // C's 3-way view names the one cell its keys act on, and h/l moves it.
+    c.run(&["send-keys", "-t", "c", "4"]);
+    let target = |sc: &str| {
+        sc.lines()
+            .find_map(|l| l.split("▸ ").nth(1))
+            .and_then(|t| t.split_whitespace().next())
+            .map(str::to_string)
+    };
+    let s1 = wait_screen(&c, "c's 3-way target", 20, |sc| {
+        sc.contains("s skip · r retry") && target(sc).is_some_and(|t| t.contains('/'))
+    });
+    let first = target(&s1).unwrap();
+    c.run(&["send-keys", "-t", "c", "l"]);
+    let s2 = wait_screen(&c, "c's next target", 20, |sc| {
+        target(sc).is_some_and(|t| t != first)
+    });
+    eprintln!("client c at 80×24, the 3-way view:\n{s2}");
+    let second = target(&s2).unwrap();
+    assert_eq!(
+        first.split('/').next(),
+        second.split('/').next(),
+        "l moves along the commit's variants: {first} → {second}"
+    );
+
+    for (t, name) in [(&a, "a"), (&b, "b"), (&c, "c")] {
+        t.run(&["send-keys", "-t", name, "Escape"]);
     }
     let out = std::process::Command::new(BIN)
         .args(["digest", "--store", &s])

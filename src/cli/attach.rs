@@ -73,23 +73,25 @@ async fn attach_async(store: &Path, started: Option<Started>) -> i32 {
             return 1;
         }
     };
-    let (meta, plan_text, state, calibration) = match serde_json::from_str::<DaemonMsg>(&first) {
-        Ok(DaemonMsg::Welcome {
-            meta,
-            plan_text,
-            state,
-            calibration,
-            ..
-        }) => (meta, plan_text, state, calibration),
-        Ok(DaemonMsg::Refused { why }) => {
-            tracing::error!("{why}");
-            return 2;
-        }
-        other => {
-            tracing::error!("unexpected first message from the daemon: {other:?}");
-            return 2;
-        }
-    };
+    let (meta, plan_text, state, calibration, activity) =
+        match serde_json::from_str::<DaemonMsg>(&first) {
+            Ok(DaemonMsg::Welcome {
+                meta,
+                plan_text,
+                state,
+                calibration,
+                activity,
+                ..
+            }) => (meta, plan_text, state, calibration, activity),
+            Ok(DaemonMsg::Refused { why }) => {
+                tracing::error!("{why}");
+                return 2;
+            }
+            other => {
+                tracing::error!("unexpected first message from the daemon: {other:?}");
+                return 2;
+            }
+        };
     let box_defaults = crate::tui::config::Config::load(None)
         .map(|c| c.box_defaults())
         .unwrap_or_default();
@@ -116,6 +118,7 @@ async fn attach_async(store: &Path, started: Option<Started>) -> i32 {
             }
         };
     opts.initial_state = Some(state);
+    opts.initial_activity = activity;
     opts.calibration = calibration;
     opts.window_closes_ms = meta.window_closes_ms;
     let (in_tx, in_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -176,7 +179,7 @@ async fn attach_async(store: &Path, started: Option<Started>) -> i32 {
     match crate::tui::session::run(Arc::new(plan), link, opts).await {
         Ok(exit) => {
             println!(
-                "nightshift: {} of {} runs done{}",
+                "nightshift: {} of {} runnable runs done{}",
                 exit.done,
                 exit.total,
                 if exit.detached {

@@ -88,7 +88,7 @@ fn finish(result: anyhow::Result<TuiExit>, resumable: bool) -> i32 {
     match result {
         Ok(exit) => {
             println!(
-                "nightshift: {} of {} runs done{}",
+                "nightshift: {} of {} runnable runs done{}",
                 exit.done,
                 exit.total,
                 match (exit.finished, resumable) {

@@ -163,7 +163,9 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             Some(store.clone()),
         );
         engine.count_clients(hub.clients());
-        let keys = plan.runs.iter().map(|r| r.key.clone()).collect();
+        let keys: Vec<String> = plan.runs.iter().map(|r| r.key.clone()).collect();
+        let past = store.lock().map(|s| s.activity()).unwrap_or_default();
+        hub.know_plan(&plan, past);
         // Logs first: their files are closed (sizes final) before the store records them.
         let (logs, persist) = match (
             crate::engine::offthread::logs(crate::engine::logs::LogWriter::new(

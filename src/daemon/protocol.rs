@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 /// Bumped on any change a client of the previous version could misread.
 pub const VERSION: u32 = 1;
 
+/// How much of the activity log a welcome carries (the TUI keeps as many).
+pub const ACTIVITY_SENT: usize = 2000;
+
 /// The socket's name in the store directory.
 pub const SOCKET: &str = "nightshift.sock";
 
@@ -66,6 +69,8 @@ pub struct Meta {
     pub window_closes_ms: Option<u64>,
 }
 
+// The welcome is large and sent once per client; boxing it would buy nothing on the wire.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum DaemonMsg {
@@ -79,6 +84,10 @@ pub enum DaemonMsg {
         /// `results` does. Absent from older daemons: uncalibrated.
         #[serde(default)]
         calibration: crate::stats::Calibration,
+        /// The night's activity log so far (the last [`ACTIVITY_SENT`]), so a client that
+        /// attaches late sees who did what. Absent from older daemons: empty.
+        #[serde(default)]
+        activity: Vec<crate::report::activity::Entry>,
     },
     Event {
         env: Envelope,
@@ -165,15 +174,35 @@ mod tests {
             plan_text: String::new(),
             state: SweepState::default(),
             calibration: cal.clone(),
+            activity: vec![crate::report::activity::Entry {
+                at_ms: 7,
+                source: "ana@tui:1 (uid 1000)".into(),
+                what: "skip c/base".into(),
+                outcome: "done".into(),
+                run: Some(crate::model::RunId(3)),
+            }],
         };
         let mut v: serde_json::Value = serde_json::from_str(&line(&welcome)).unwrap();
         match serde_json::from_value::<DaemonMsg>(v.clone()).unwrap() {
-            DaemonMsg::Welcome { calibration, .. } => assert_eq!(calibration, cal),
+            DaemonMsg::Welcome {
+                calibration,
+                activity,
+                ..
+            } => {
+                assert_eq!(calibration, cal);
+                assert_eq!(activity[0].source, "ana@tui:1 (uid 1000)");
+            }
             other => panic!("{other:?}"),
         }
+        // An older daemon's welcome: no calibration, no activity log.
         v.as_object_mut().unwrap().remove("calibration");
+        v.as_object_mut().unwrap().remove("activity");
         match serde_json::from_value::<DaemonMsg>(v).unwrap() {
-            DaemonMsg::Welcome { calibration, .. } => assert!(calibration.bands.is_empty()),
+            DaemonMsg::Welcome {
+                calibration,
+                activity,
+                ..
+            } => assert!(calibration.bands.is_empty() && activity.is_empty()),
             other => panic!("{other:?}"),
         }
     }

@@ -35,6 +35,12 @@ pub struct Hub {
     store: Option<Arc<Mutex<crate::store::Store>>>,
     /// Clients attached now (the engine lets a held unknown failure wait only while one is).
     clients: Arc<AtomicUsize>,
+    /// The activity log (last [`protocol::ACTIVITY_SENT`]), kept under the state's lock so
+    /// a welcome's log and its snapshot agree; runs named by their plan keys.
+    activity: Mutex<std::collections::VecDeque<crate::report::activity::Entry>>,
+    keys: std::sync::OnceLock<Vec<String>>,
+    /// Which runs the plan marks unrunnable: `status` counts progress as the TUI does.
+    unrunnable: std::sync::OnceLock<Vec<bool>>,
 }
 
 /// One attached client, counted while it lives.
@@ -71,7 +77,32 @@ impl Hub {
             shutdown,
             store,
             clients: Arc::new(AtomicUsize::new(0)),
+            activity: Mutex::new(Default::default()),
+            keys: Default::default(),
+            unrunnable: Default::default(),
         })
+    }
+
+    /// What the hub needs of the plan: its run keys (to name runs in the activity log) and
+    /// which runs it marks unrunnable; and the activity log so far (a night resumed from
+    /// its store).
+    pub fn know_plan(&self, plan: &crate::plan::Plan, past: Vec<crate::report::activity::Entry>) {
+        let _ = self
+            .keys
+            .set(plan.runs.iter().map(|r| r.key.clone()).collect());
+        let _ = self
+            .unrunnable
+            .set(plan.runs.iter().map(|r| r.skip_reason.is_some()).collect());
+        let mut a = self.activity_log();
+        for e in past {
+            push_kept(&mut a, e);
+        }
+    }
+
+    fn activity_log(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::VecDeque<crate::report::activity::Entry>> {
+        self.activity.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Where clients' commands go (the engine); the daemon's own watches send there too.
@@ -151,6 +182,7 @@ impl Hub {
         let st = self.state();
         let m = self.meta();
         let c = st.counts();
+        let p = st.progress(self.unrunnable.get().map_or(&[], |v| v.as_slice()));
         let phase = match (&st.paused, st.finished) {
             (_, true) => "finished".to_string(),
             (Some(why), _) => format!("paused ({why})"),
@@ -166,13 +198,20 @@ impl Hub {
             (None, _) if c.held > 0 => format!("running, {} waiting for the operator", c.held),
             (None, _) => "running".to_string(),
         };
+        // The header's words and numbers: done of the runnable runs, the store's counts.
+        let not_runnable = if p.not_runnable > 0 {
+            format!(" ({} not runnable)", p.not_runnable)
+        } else {
+            String::new()
+        };
         format!(
-            "nightshift: {} {phase}: {}/{} done ({} ok, {} failed, {} skipped), {} active; pid {}, store {}",
+            "nightshift: {} {phase}: {}/{} done ({} ok, {} failed, {} held, {} skipped{not_runnable}), {} active; pid {}, store {}",
             m.sweep,
-            c.done(),
-            c.total,
+            p.done,
+            p.total,
             c.success,
             c.failed,
+            c.held,
             c.skipped,
             c.active,
             m.pid,
@@ -226,6 +265,16 @@ pub fn answer_query(
 }
 
 /// The engine's observer that feeds the hub.
+fn push_kept(
+    log: &mut std::collections::VecDeque<crate::report::activity::Entry>,
+    e: crate::report::activity::Entry,
+) {
+    if log.len() >= protocol::ACTIVITY_SENT {
+        log.pop_front();
+    }
+    log.push_back(e);
+}
+
 pub struct HubObserver(pub Arc<Hub>);
 
 impl Observer for HubObserver {
@@ -234,6 +283,14 @@ impl Observer for HubObserver {
         // every event after its snapshot exactly once.
         let mut st = self.0.state();
         let _ = st.apply(env);
+        let keys = self.0.keys.get();
+        let key = |r: crate::model::RunId| {
+            keys.and_then(|k| k.get(r.0 as usize).cloned())
+                .unwrap_or_else(|| r.to_string())
+        };
+        if let Some(e) = crate::report::activity::entry(env, &key) {
+            push_kept(&mut self.0.activity_log(), e);
+        }
         if let Event::SweepStarted { runtime, gpus, .. } = &env.event {
             let mut m = self.0.meta.lock().unwrap_or_else(|e| e.into_inner());
             m.runtime = runtime.clone();
@@ -573,9 +630,10 @@ async fn attached(
     hub: Arc<Hub>,
     peer: Option<u32>,
 ) -> std::io::Result<()> {
-    let (state, mut rx) = {
+    let (state, activity, mut rx) = {
         let st = hub.state();
-        (st.clone(), hub.events.subscribe())
+        let activity = hub.activity_log().iter().cloned().collect();
+        (st.clone(), activity, hub.events.subscribe())
     };
     let _counted = Attached::new(&hub.clients);
     let welcome = DaemonMsg::Welcome {
@@ -584,6 +642,7 @@ async fn attached(
         plan_text: hub.plan_text.clone(),
         state,
         calibration: hub.calibration(),
+        activity,
     };
     send(w, &welcome).await?;
     flush(w).await?;

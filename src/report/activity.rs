@@ -4,9 +4,9 @@
 
 use crate::event::{Command, Envelope, Event};
 use crate::model::{Outcome, RunId, RunState};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     pub at_ms: u64,
     /// A client's id (`ops@tui:4321`, `ops@cli`), `operator` (an older client that did not
@@ -23,6 +23,11 @@ pub struct Entry {
 impl Entry {
     pub fn refused(&self) -> bool {
         self.outcome.starts_with("refused")
+    }
+
+    /// Sent by an operator's client (not the policy, nor the resume that re-queued runs).
+    pub fn by_operator(&self) -> bool {
+        !matches!(self.source.as_str(), "policy" | "resume")
     }
 }
 
@@ -82,6 +87,15 @@ pub fn entry(env: &Envelope, key: &dyn Fn(RunId) -> String) -> Option<Entry> {
         )),
         _ => None,
     }
+}
+
+/// `command` with its runs named by key, capitalised for a question ("Skip c1/human").
+pub fn describe_for(command: &Command, key: &dyn Fn(RunId) -> String) -> String {
+    let d = describe(command, key);
+    let mut c = d.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or(d)
 }
 
 /// `command` with its runs named by key (`#23` means nothing in the morning).

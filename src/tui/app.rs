@@ -119,7 +119,18 @@ pub enum Confirm {
     Detach,
     Cancel(RunId),
     SkipCategory(Category),
+    /// Another operator decided this run moments ago: send `command` over their decision?
+    Override {
+        by: String,
+        what: String,
+        ago_s: u64,
+        command: Command,
+    },
 }
+
+/// How recent another operator's decision on a run must be for a second one to ask first:
+/// two people acting on one held run at human speed, not a decision from hours ago.
+pub const OVERRIDE_ASK_MS: u64 = 120_000;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Popup {
@@ -494,25 +505,13 @@ impl App {
     /// (no image, an invalid command, `skip = true`) end in the first second: counted as
     /// done they would put the bar at half way before anything ran.
     pub fn progress(&self) -> Progress {
-        let mut p = Progress::default();
-        for (spec, r) in self.plan.runs.iter().zip(&self.state.runs) {
-            if spec.skip_reason.is_some() {
-                p.not_runnable += 1;
-                continue;
-            }
-            p.total += 1;
-            match &r.state {
-                RunState::Finished { outcome } => {
-                    p.done += 1;
-                    if matches!(outcome, Outcome::Skipped { .. } | Outcome::Cancelled) {
-                        p.skipped += 1;
-                    }
-                }
-                RunState::Queued => p.queued += 1,
-                _ => {}
-            }
-        }
-        p
+        let unrunnable: Vec<bool> = self
+            .plan
+            .runs
+            .iter()
+            .map(|s| s.skip_reason.is_some())
+            .collect();
+        self.state.progress(&unrunnable)
     }
 
     /// The finding a run waits on: the diagnosis of what it is held or failed with. An
@@ -657,26 +656,7 @@ impl App {
 /// An ETA and what it was made from: (the second, runs ended).
 type EtaMemo = ((u64, usize), Option<crate::eta::Eta>);
 
-/// Progress over the runnable runs (see [`App::progress`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Progress {
-    /// Runnable runs that ended (succeeded, failed, skipped or cancelled).
-    pub done: usize,
-    /// Runs the plan can run.
-    pub total: usize,
-    /// Runnable runs skipped or cancelled.
-    pub skipped: usize,
-    /// Runnable runs waiting their turn.
-    pub queued: usize,
-    /// Runs the plan marks unrunnable: never run, never counted in the progress.
-    pub not_runnable: usize,
-}
-
-impl Progress {
-    pub fn pct(&self) -> usize {
-        (self.done * 100).checked_div(self.total).unwrap_or(0)
-    }
-}
+pub use crate::state::Progress;
 
 /// What the cached failure groups were made from: failed, held, skipped, attempts.
 type GroupsKey = (usize, usize, usize, u64);

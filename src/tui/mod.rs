@@ -19,6 +19,8 @@ mod tests_gpu;
 #[cfg(test)]
 mod tests_numbers;
 #[cfg(test)]
+mod tests_operators;
+#[cfg(test)]
 mod tests_selection;
 pub mod theme;
 pub mod views;
@@ -40,6 +42,8 @@ pub struct TuiOptions {
     pub log_dir: Option<PathBuf>,
     /// The state the engine resumes from (the store), so the first events fold onto it.
     pub initial_state: Option<crate::state::SweepState>,
+    /// The night's activity log so far (the daemon sends it on attach).
+    pub initial_activity: Vec<crate::report::activity::Entry>,
     /// The store's calibration (the daemon sends it on attach).
     pub calibration: crate::stats::Calibration,
     /// When the night's window closes (epoch ms), for the header.
@@ -84,6 +88,7 @@ impl TuiOptions {
             simulate_gpus,
             log_dir,
             initial_state: None,
+            initial_activity: Vec::new(),
             calibration: Default::default(),
             window_closes_ms: None,
             bell: cfg.bell,

@@ -91,6 +91,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
         app.on_state(st);
     }
     app.calibration = opts.calibration.clone();
+    app.activity = opts.initial_activity.iter().cloned().collect();
     app.window_closes_ms = opts.window_closes_ms;
     let (gtx, mut grx) = tokio::sync::mpsc::unbounded_channel();
     if !opts.simulate_gpus {
@@ -289,9 +290,11 @@ fn finish(
         tracing::error!("the sweep stopped: {e}");
     }
     let c = app.state.counts();
+    // Done of the runnable runs, as the header said it the moment before.
+    let p = app.progress();
     Ok(TuiExit {
-        done: c.done(),
-        total: c.total,
+        done: p.done,
+        total: p.total,
         finished: c.done() == c.total,
         detached,
         failed: c.failed + c.held,

@@ -22,6 +22,14 @@ impl App {
                     .is_some_and(|me| crate::event::signed_by(&e.source, me))
             {
                 self.toast = Some(format!("⚠ {}: {}", e.what, e.outcome));
+            } else if e.by_operator()
+                && !self
+                    .me
+                    .as_deref()
+                    .is_some_and(|me| crate::event::signed_by(&e.source, me))
+            {
+                // Another operator's action: every client sees it as it happens.
+                self.toast = Some(format!("⚑ {}: {} — {}", e.source, e.what, e.outcome));
             }
             if self.activity.len() >= ACTIVITY_KEPT {
                 self.activity.pop_front();

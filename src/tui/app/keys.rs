@@ -86,6 +86,7 @@ impl App {
                         Confirm::SkipCategory(category) => {
                             vec![Effect::Send(Command::SkipCategory { category })]
                         }
+                        Confirm::Override { command, .. } => vec![Effect::Send(command)],
                     }
                 }
                 KeyCode::Char('n') | KeyCode::Esc | KeyCode::Char('q') => {
@@ -282,10 +283,13 @@ impl App {
                     let rec = self.state.run(r);
                     match rec.finding.as_ref().and_then(|f| f.recipe.clone()) {
                         Some(recipe) => {
-                            return vec![Effect::Send(Command::ApplyFix {
-                                run: r,
-                                recipe: Some(recipe),
-                            })]
+                            return self.decide(
+                                r,
+                                Command::ApplyFix {
+                                    run: r,
+                                    recipe: Some(recipe),
+                                },
+                            )
                         }
                         None => self.toast = Some(format!("no fix is known for {r}")),
                     }
@@ -293,12 +297,12 @@ impl App {
             }
             Action::Retry => {
                 if let Some(r) = run {
-                    return vec![Effect::Send(Command::Retry { run: r })];
+                    return self.decide(r, Command::Retry { run: r });
                 }
             }
             Action::Skip => {
                 if let Some(r) = run {
-                    return vec![Effect::Send(Command::Skip { run: r })];
+                    return self.decide(r, Command::Skip { run: r });
                 }
             }
             Action::Activity => self.popup = Some(Popup::Activity { scroll: 0 }),
@@ -607,4 +611,33 @@ fn next_after(
             }
         })
         .find(|&i| hit(i))
+}
+
+impl App {
+    /// `command` on `run`, unless another operator decided that run moments ago: then ask
+    /// before overriding them (their decision named, with how long ago).
+    pub(crate) fn decide(&mut self, run: RunId, command: Command) -> Vec<Effect> {
+        let me = self.me.clone();
+        let recent = self.activity.iter().rev().find(|e| {
+            e.run == Some(run)
+                && e.by_operator()
+                && !e.refused()
+                && !me
+                    .as_deref()
+                    .is_some_and(|me| crate::event::signed_by(&e.source, me))
+                && self.now_ms.saturating_sub(e.at_ms) <= OVERRIDE_ASK_MS
+        });
+        match recent {
+            Some(e) => {
+                self.popup = Some(Popup::Confirm(Confirm::Override {
+                    by: e.source.clone(),
+                    what: e.what.clone(),
+                    ago_s: self.now_ms.saturating_sub(e.at_ms) / 1000,
+                    command,
+                }));
+                vec![]
+            }
+            None => vec![Effect::Send(command)],
+        }
+    }
 }

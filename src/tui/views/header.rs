@@ -171,10 +171,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 Style::default().fg(t.queued),
             ),
         ),
+        // The store's count (as `status`, `results` and the digest say it): the runs the
+        // plan marks unrunnable are skipped too, and said apart.
         (
             7,
             Span::styled(
-                format!("⊘ {} skipped ", p.skipped),
+                format!("⊘ {} skipped ", c.skipped),
                 Style::default().fg(t.skipped),
             ),
         ),
@@ -182,7 +184,16 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     if p.not_runnable > 0 {
         second.push((
             3,
-            Span::styled(format!("· {} not runnable ", p.not_runnable), t.dim()),
+            Span::styled(format!("({} not runnable) ", p.not_runnable), t.dim()),
+        ));
+    }
+    if c.cancelled > 0 {
+        second.push((
+            4,
+            Span::styled(
+                format!("⊗ {} cancelled ", c.cancelled),
+                Style::default().fg(t.skipped),
+            ),
         ));
     }
     let second = fit(second, area.width);

@@ -115,9 +115,21 @@ fn hint_bar(f: &mut Frame, app: &App, area: Rect) {
         return;
     }
     if let Some(msg) = &app.toast {
+        // A toast longer than the line wraps upwards over the screen's bottom rows: a
+        // refusal is read to its end (who acted is named last), never cut before the name.
+        let w = area.width.max(1) as usize;
+        let rows = msg.chars().count().div_ceil(w).clamp(1, 4) as u16;
+        let rows = rows.min(area.y + 1);
+        let r = Rect {
+            y: area.y + 1 - rows,
+            height: rows,
+            ..area
+        };
+        f.render_widget(ratatui::widgets::Clear, r);
         f.render_widget(
-            Paragraph::new(Span::styled(msg.clone(), Style::default().fg(t.warn))),
-            area,
+            Paragraph::new(Span::styled(msg.clone(), Style::default().fg(t.warn)))
+                .wrap(Wrap { trim: false }),
+            r,
         );
         return;
     }

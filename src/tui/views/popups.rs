@@ -183,13 +183,28 @@ fn confirm(f: &mut Frame, app: &App, area: Rect, c: &Confirm) {
             format!(
                 "A daemon runs this sweep ({} active, {} of {} done). d detaches and it goes on (`nightshift attach` rejoins); s stops the sweep (runs in flight are re-queued); esc stays.",
                 c_.active,
-                c_.done(),
-                c_.total
+                app.progress().done,
+                app.progress().total
             ),
         ),
         Confirm::Cancel(run) => (
             " cancel run? ",
             format!("Cancel {run} {}?", app.plan.runs[run.0 as usize].key),
+        ),
+        Confirm::Override {
+            by,
+            what,
+            ago_s,
+            command,
+        } => (
+            " override? ",
+            format!(
+                "{by} did `{what}` {ago_s} s ago. {} over it?",
+                crate::report::activity::describe_for(command, &|r| app.plan.runs
+                    [r.0 as usize]
+                    .key
+                    .clone())
+            ),
         ),
         Confirm::SkipCategory(cat) => (
             " skip category? ",

@@ -58,16 +58,25 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     // minimum layout does not use to the title and model.
     let n = app.variants.len().max(1);
     let spare = (inner.width as usize).saturating_sub(10 + CELL_W * n + 40);
-    let cell_w = (CELL_W + spare / 2 / n).min(32);
+    // Narrower than every variant's full cell: the cells share what there is (a glyph and
+    // a number still fit in 8), and the title goes first — never a variant cut to a stub.
+    let squeezed = (inner.width as usize).saturating_sub(10) / n;
+    let cell_w = (CELL_W + spare / 2 / n).min(32).min(squeezed.max(8));
     let cells_w = cell_w * app.variants.len();
     let fixed = 10 + cells_w;
     let free = (inner.width as usize).saturating_sub(fixed);
     let model_w = if free > 40 { 18.min(free / 3) } else { 0 };
     let title_w = free.saturating_sub(model_w + if model_w > 0 { 1 } else { 0 });
+    // A title column narrower than a word is not shown at all (nor its header).
+    let title_w = if title_w < 6 { 0 } else { title_w };
     // Header row.
     let mut head = vec![Span::styled(format!(" {:<9}", "commit"), t.dim())];
     head.push(Span::styled(
-        format!("{:<w$}", "title", w = title_w),
+        format!(
+            "{:<w$}",
+            if title_w > 0 { "title" } else { "" },
+            w = title_w
+        ),
         t.dim(),
     ));
     if model_w > 0 {

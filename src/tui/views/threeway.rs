@@ -89,6 +89,68 @@ fn row_has(row: &CommitRow, want: &str) -> bool {
     })
 }
 
+/// A comparison's label in `w` columns, both sides kept: `claude_code/base` and
+/// `claude_code/human` must not both read `claude_code…` at 80 columns, so the longer side
+/// gives way first.
+pub fn pair_label(label: &str, w: usize) -> String {
+    let l = label.replace("baseline", "base").replace("agent:", "");
+    let Some((a, b)) = l.split_once(" vs ") else {
+        return fit(&l, w);
+    };
+    let (mut a, mut b) = (a.to_string(), b.to_string());
+    while a.chars().count() + b.chars().count() + 1 > w {
+        let (la, lb) = (a.chars().count(), b.chars().count());
+        let side = if la >= lb { &mut a } else { &mut b };
+        let keep = side.chars().count().saturating_sub(2);
+        if keep < 2 {
+            return fit(&l, w);
+        }
+        *side = format!("{}…", side.chars().take(keep).collect::<String>());
+    }
+    format!("{a}/{b}")
+}
+
+/// What the row is judged on, said once in the title: the metric, its unit, its direction.
+fn metric_words(key: &str) -> String {
+    let m = crate::metric::lookup(key);
+    let name = if m.label.is_empty() { key } else { m.label };
+    let dir = match m.better {
+        crate::metric::Better::Higher => "higher is better",
+        crate::metric::Better::Lower => "lower is better",
+        crate::metric::Better::Neither => "not judged",
+    };
+    if m.unit.is_empty() || name.contains(m.unit) {
+        format!("{name}, {dir}")
+    } else {
+        format!("{name} ({}), {dir}", m.unit)
+    }
+}
+
+/// Which columns a width holds, by priority (k9s's way: whole columns go, none is cut to a
+/// stub): the commit, every variant's value, the comparisons against the baseline, the
+/// others, then the title. Returns (comparisons kept, verdict width, title width).
+fn layout(
+    width: u16,
+    n_variants: usize,
+    labels: &[String],
+    value_w: u16,
+) -> (Vec<usize>, u16, u16) {
+    const MIN_VERDICT: u16 = 11;
+    let fixed = 9 + (value_w + 1) * n_variants as u16;
+    let room = width.saturating_sub(fixed);
+    let fits = ((room + 1) / (MIN_VERDICT + 1)) as usize;
+    let mut order: Vec<usize> = (0..labels.len()).collect();
+    // Against the baseline first, in the report's order otherwise.
+    order.sort_by_key(|&i| !labels[i].ends_with("vs baseline"));
+    let mut keep: Vec<usize> = order.into_iter().take(fits.max(1)).collect();
+    keep.sort_unstable();
+    let n = keep.len().max(1) as u16;
+    let verdict_w = (room / n).saturating_sub(1).clamp(MIN_VERDICT, 21);
+    let used = fixed + (verdict_w + 1) * keep.len() as u16;
+    let title_w = width.saturating_sub(used).min(30);
+    (keep, verdict_w, title_w)
+}
+
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.theme;
     let report = app.report();
@@ -99,11 +161,11 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .collect();
     let variants: Vec<String> = app.variants.iter().map(|v| v.to_string()).collect();
     // The comparisons' labels, in the order the report makes them.
-    let mut labels: Vec<String> = Vec::new();
+    let mut all_labels: Vec<String> = Vec::new();
     for r in &shown {
         for c in &r.comparisons {
-            if !labels.contains(&c.label) {
-                labels.push(c.label.clone());
+            if !all_labels.contains(&c.label) {
+                all_labels.push(c.label.clone());
             }
         }
     }
@@ -112,37 +174,83 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .commits
         .get(app.sel_commit)
         .map(|c| c.commit.clone());
-    let title = Line::from(vec![
-        Span::styled(
-            format!(" 3-way · {} commits ", shown.len()),
-            t.text(),
-        ),
-        Span::styled(
-            match &app.verdict_filter {
-                Some(v) => format!(" verdict={v} "),
-                None => " :verdict better|worse|same|weak ".into(),
-            },
+    let at = shown
+        .iter()
+        .position(|r| Some(&r.commit) == sel_commit.as_ref())
+        .unwrap_or(0);
+    let inner_w = area.width.saturating_sub(2);
+    // Wider value columns (whole variant names, `2350.5×3`) only once every verdict has
+    // its full width and the title its room.
+    let full = 9 + 15 * variants.len() + 22 * all_labels.len() + 30;
+    let value_w = if inner_w as usize >= full { 14u16 } else { 9 };
+    let (keep, verdict_w, title_w) = layout(inner_w, variants.len(), &all_labels, value_w);
+    let labels: Vec<&String> = keep.iter().map(|&i| &all_labels[i]).collect();
+    let hidden = all_labels.len() - labels.len();
+    // The metric the selected row is judged on, with its unit and direction: a cell's
+    // number never changes meaning unannounced.
+    let metric = shown
+        .get(at)
+        .and_then(|r| primary(r))
+        .or_else(|| shown.iter().find_map(|r| primary(r)));
+    let mut title = vec![Span::styled(
+        format!(" 3-way · {} commits ", shown.len()),
+        t.text(),
+    )];
+    if let Some(k) = &metric {
+        title.push(Span::styled(
+            format!(" {} ", metric_words(k)),
+            Style::default().fg(t.accent),
+        ));
+    }
+    if hidden > 0 {
+        title.push(Span::styled(
+            format!(" +{hidden} comparisons need a wider terminal "),
             Style::default().fg(t.warn),
-        ),
-        Span::styled(
-            " median of the primary metric (×n repeats) · n=1: single run · uncal.: threshold uncalibrated ",
-            t.dim(),
-        ),
-    ]);
-    let b = block(app, title, true);
+        ));
+    }
+    title.push(Span::styled(
+        match &app.verdict_filter {
+            Some(v) => format!(" verdict={v} "),
+            None => " :verdict better|worse|same|weak ".into(),
+        },
+        Style::default().fg(t.warn),
+    ));
+    title.push(Span::styled(
+        " median (×n repeats) · n=1: single run · uncal.: threshold uncalibrated ",
+        t.dim(),
+    ));
+    let b = block(app, Line::from(title), true);
     let inner = b.inner(area);
     f.render_widget(b, area);
-    // Numbers before words: the commit, the values, the verdicts; the title only with room.
-    // Column widths from the room there is (the table would squeeze them otherwise, and
-    // cut what a cell says at its end).
-    let value_w = 9u16;
-    let n_verdicts = labels.len().max(1) as u16;
-    let room = inner
-        .width
-        .saturating_sub(9 + (value_w + 1) * variants.len() as u16);
-    let verdict_w = (room / n_verdicts).saturating_sub(1).clamp(8, 21);
-    let fixed = 9 + (value_w + 1) * variants.len() as u16 + (verdict_w + 1) * labels.len() as u16;
-    let title_w = inner.width.saturating_sub(fixed).min(30);
+    if inner.height < 3 {
+        return;
+    }
+    // The last line names what the keys act on: the selected cell, never the whole row.
+    let target = app.selected_run().map(|r| &app.plan.runs[r.0 as usize]);
+    let foot = match target {
+        Some(spec) => Line::from(vec![
+            Span::styled(" ▸ ", Style::default().fg(t.accent)),
+            Span::styled(spec.key.clone(), t.selected()),
+            Span::styled(
+                "  s skip · r retry · f fix · enter details · h/l another variant",
+                t.dim(),
+            ),
+        ]),
+        None => Line::from(Span::styled(
+            " ▸ no run in this cell (h/l another variant)",
+            t.dim(),
+        )),
+    };
+    let foot_area = Rect {
+        y: inner.y + inner.height - 1,
+        height: 1,
+        ..inner
+    };
+    f.render_widget(ratatui::widgets::Paragraph::new(foot), foot_area);
+    let table_area = Rect {
+        height: inner.height - 1,
+        ..inner
+    };
     let mut widths = vec![Constraint::Length(8)];
     widths.extend(variants.iter().map(|_| Constraint::Length(value_w)));
     widths.extend(labels.iter().map(|_| Constraint::Length(verdict_w)));
@@ -155,21 +263,15 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             .iter()
             .map(|v| Cell::from(fit(v, value_w as usize))),
     );
-    head.extend(labels.iter().map(|l| {
-        let l = l
-            .replace(" vs ", "/")
-            .replace("baseline", "base")
-            .replace("agent:", "");
-        Cell::from(fit(&l, verdict_w as usize))
-    }));
+    head.extend(
+        labels
+            .iter()
+            .map(|l| Cell::from(pair_label(l, verdict_w as usize))),
+    );
     if title_w >= 8 {
         head.push(Cell::from("title"));
     }
-    let body_h = inner.height.saturating_sub(1) as usize;
-    let at = shown
-        .iter()
-        .position(|r| Some(&r.commit) == sel_commit.as_ref())
-        .unwrap_or(0);
+    let body_h = table_area.height.saturating_sub(1) as usize;
     let offset = at.saturating_sub(body_h.saturating_sub(1));
     let rows = shown
         .iter()
@@ -178,8 +280,14 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .take(body_h)
         .map(|(i, r)| {
             let key = primary(r);
-            let mut cells = vec![Cell::from(r.commit.chars().take(8).collect::<String>())];
-            for v in &variants {
+            let sel_row = i == at;
+            let commit = r.commit.chars().take(8).collect::<String>();
+            let mut cells = vec![if sel_row {
+                Cell::from(commit).style(t.text().add_modifier(Modifier::BOLD))
+            } else {
+                Cell::from(commit)
+            }];
+            for (vi, v) in variants.iter().enumerate() {
                 let text = r
                     .cells
                     .iter()
@@ -191,13 +299,21 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                         None => c.status.split('(').next().unwrap_or("").to_string(),
                     })
                     .unwrap_or_else(|| "·".into());
-                cells.push(Cell::from(fit(&text, value_w as usize)));
+                // The one cell the keys act on, marked without colour too.
+                let selected = sel_row && vi == app.sel_variant;
+                let text = if selected { format!("▸{text}") } else { text };
+                let cell = Cell::from(fit(&text, value_w as usize));
+                cells.push(if selected {
+                    cell.style(t.selected())
+                } else {
+                    cell
+                });
             }
             for l in &labels {
                 let (text, v) = r
                     .comparisons
                     .iter()
-                    .find(|c| &c.label == l)
+                    .find(|c| &&c.label == l)
                     .map(|c| verdict_cell(c, verdict_w as usize))
                     .unwrap_or(("·".into(), None));
                 let style = match v {
@@ -217,15 +333,51 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                     .map_or_else(|| r.title.clone(), super::title_of);
                 cells.push(Cell::from(fit(&title, title_w as usize)).style(t.dim()));
             }
-            let row = Row::new(cells);
-            if i == at {
-                row.style(t.selected())
-            } else {
-                row
-            }
+            Row::new(cells)
         });
     let table = Table::new(rows, widths)
         .header(Row::new(head).style(t.dim().add_modifier(Modifier::BOLD)))
         .column_spacing(1);
-    f.render_widget(table, inner);
+    f.render_widget(table, table_area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pair_labels_keep_both_sides_apart() {
+        let a = pair_label("agent:claude_code vs baseline", 12);
+        let b = pair_label("agent:claude_code vs human", 12);
+        assert_ne!(a, b);
+        assert!(
+            a.chars().count() <= 12 && b.chars().count() <= 12,
+            "{a} {b}"
+        );
+        assert!(a.ends_with("/base") && b.ends_with("/human"), "{a} {b}");
+        assert_eq!(pair_label("human vs baseline", 21), "human/base");
+    }
+
+    #[test]
+    fn narrow_widths_drop_whole_comparisons_against_the_baseline_last() {
+        let labels: Vec<String> = [
+            "human vs baseline",
+            "agent:a vs baseline",
+            "agent:a vs human",
+            "agent:b vs baseline",
+            "agent:b vs human",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let (keep, w, _) = layout(78, 4, &labels, 9);
+        assert!(w >= 11);
+        assert!(keep.len() < labels.len());
+        assert!(
+            keep.iter().all(|&i| labels[i].ends_with("vs baseline")),
+            "{keep:?}"
+        );
+        let (keep, _, _) = layout(200, 4, &labels, 9);
+        assert_eq!(keep.len(), 5);
+    }
 }
