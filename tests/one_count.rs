@@ -137,3 +137,35 @@ fn the_same_number_for_the_same_thing_everywhere() {
     t.run(&["send-keys", "-t", "one", "Escape"]);
     stop_now(&store);
 }
+
+/// At 80×24, 50 s into a sim night of the example plan at `--speed 5` (its first runs are
+/// 8-GPU ones, none has ended yet): the header gives an ETA time and every count in full.
+#[test]
+fn eighty_columns_give_an_eta_and_every_count_from_the_first_minute() {
+    if !require_tmux() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("store").to_str().unwrap().to_string();
+    let plan = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/iso-vllm.toml");
+    let t = Tmux::new(
+        "eta80",
+        &format!("{BIN} run {plan} --runtime sim --store {s} --speed 5"),
+    );
+    t.run(&["resize-window", "-t", "eta80", "-x", "80", "-y", "24"]);
+    std::thread::sleep(std::time::Duration::from_secs(50));
+    let sc = t.screen();
+    eprintln!("at 50 s, 80×24:\n{sc}");
+    let mut lines = sc.lines();
+    let (top, second) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+    assert!(
+        Regex::new(r"ETA \d\d:\d\d").unwrap().is_match(top),
+        "an ETA time: {top}"
+    );
+    let full = Regex::new(
+        r"\d+/\d+ done .*✓ ?\d+ ✗ ?\d+ ! ?\d+ held ▶ ?\d+ · ?\d+ queued ⊘ ?\d+ skipped \(\d+ not runnable\)",
+    )
+    .unwrap();
+    assert!(full.is_match(second), "every count in full: {second}");
+    stop_now(std::path::Path::new(&s));
+}

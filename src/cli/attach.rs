@@ -121,6 +121,7 @@ async fn attach_async(store: &Path, started: Option<Started>) -> i32 {
     opts.initial_activity = activity;
     opts.calibration = calibration;
     opts.window_closes_ms = meta.window_closes_ms;
+    opts.run_prior_ms = meta.run_prior_ms;
     let (in_tx, in_rx) = tokio::sync::mpsc::unbounded_channel();
     let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {

@@ -67,6 +67,10 @@ pub struct Meta {
     /// When the night's window (`--until`) closes, epoch ms. Absent from older daemons.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_closes_ms: Option<u64>,
+    /// A run's typical wall-clock length where the runtime knows it better than the
+    /// benchmark kinds do (the sim at its speed), for the ETA before any run ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_prior_ms: Option<u64>,
 }
 
 // The welcome is large and sent once per client; boxing it would buy nothing on the wire.
@@ -170,6 +174,7 @@ mod tests {
                 runtime: "sim".into(),
                 gpus: 1,
                 window_closes_ms: None,
+                run_prior_ms: None,
             },
             plan_text: String::new(),
             state: SweepState::default(),

@@ -265,6 +265,9 @@ pub struct App {
     learned: std::cell::RefCell<Option<crate::stats::Calibration>>,
     /// When the night's window closes (epoch ms): shown in the header beside the ETA.
     pub window_closes_ms: Option<u64>,
+    /// A run's typical wall-clock length where the runtime says it (the sim at its speed):
+    /// the ETA's prior before any run ended.
+    pub run_prior_ms: Option<u64>,
     /// Runs whose logs were read from disk once (an attached client's view of the lines
     /// from before it attached).
     from_disk: std::collections::HashSet<RunId>,
@@ -399,6 +402,7 @@ impl App {
             learned: Default::default(),
             from_disk: Default::default(),
             window_closes_ms: None,
+            run_prior_ms: None,
             eta_cache: Default::default(),
             groups: Default::default(),
             report: Default::default(),
@@ -579,9 +583,10 @@ impl App {
                         ranks.get(&spec.commit).copied().unwrap_or(spec.commit),
                         spec.order,
                     ),
-                    // The sim's runs are as long as its speed makes them: no prior there.
+                    // The sim's runs are as long as its speed makes them: the daemon says
+                    // how long (no prior without it).
                     prior_ms: if self.runtime == "sim" {
-                        0
+                        self.run_prior_ms.unwrap_or(0)
                     } else {
                         c.kind().unwrap_or_default().typical_secs() * 1000
                     },

@@ -48,6 +48,8 @@ pub struct TuiOptions {
     pub calibration: crate::stats::Calibration,
     /// When the night's window closes (epoch ms), for the header.
     pub window_closes_ms: Option<u64>,
+    /// A run's typical wall-clock length, where the runtime says it (the sim's speed).
+    pub run_prior_ms: Option<u64>,
     /// Bell and terminal title when runs start waiting for the operator.
     pub bell: bool,
 }
@@ -91,6 +93,7 @@ impl TuiOptions {
             initial_activity: Vec::new(),
             calibration: Default::default(),
             window_closes_ms: None,
+            run_prior_ms: None,
             bell: cfg.bell,
         })
     }

@@ -93,6 +93,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
     app.calibration = opts.calibration.clone();
     app.activity = opts.initial_activity.iter().cloned().collect();
     app.window_closes_ms = opts.window_closes_ms;
+    app.run_prior_ms = opts.run_prior_ms;
     let (gtx, mut grx) = tokio::sync::mpsc::unbounded_channel();
     if !opts.simulate_gpus {
         gpu::spawn_nvml(opts.gpu_period, gtx);

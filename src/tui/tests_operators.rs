@@ -208,3 +208,29 @@ fn eighty_columns_drop_whole_columns() {
         "{screen}"
     );
 }
+
+/// The sizes the closing note shows: sweep, results, 3-way and a run's detail at 80×24,
+/// 120×40 and 200×60. At 80 columns the results keep the number with its unit and the Δ.
+#[test]
+fn every_view_at_three_sizes() {
+    let mut app = scene();
+    for (w, h) in [(80u16, 24u16), (120, 40), (200, 60)] {
+        for (name, k) in [("sweep", '1'), ("results", '3'), ("threeway", '4')] {
+            key(&mut app, k);
+            insta::assert_snapshot!(format!("{name}_{w}x{h}_sizes"), render(&app, w, h));
+        }
+        key(&mut app, '1');
+        app.select_run(RunId(1));
+        app.on_key(super::keymap::Key::code(crossterm::event::KeyCode::Enter));
+        insta::assert_snapshot!(format!("detail_{w}x{h}_sizes"), render(&app, w, h));
+        app.popup = None;
+    }
+    key(&mut app, '3');
+    let s = render(&app, 80, 24);
+    let row = s
+        .lines()
+        .find(|l| l.contains("015069b0") && l.contains("human"))
+        .unwrap_or_else(|| panic!("the human run's row:\n{s}"));
+    assert!(row.contains("2350.5") && row.contains("tok/s"), "{row}");
+    assert!(row.contains("11.9%"), "the Δ is kept: {row}");
+}

@@ -135,9 +135,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     // Over the runs the plan can run; the ones it cannot are said apart.
     let p = app.progress();
     let pct = p.pct();
-    let bar_w = if area.width >= 100 { 20usize } else { 10 };
-    let filled = (p.done * bar_w).checked_div(p.total).unwrap_or(0);
-    let bar = format!("{}{}", "█".repeat(filled), "░".repeat(bar_w - filled));
+    // Narrow: the glyphs touch their counts and the bar takes what the counts leave, so
+    // every count is said in full at 80 columns.
+    let narrow = area.width < 100;
+    let g = if narrow { "" } else { " " };
     let mut second = vec![
         (
             10,
@@ -146,28 +147,37 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 t.text().add_modifier(Modifier::BOLD),
             ),
         ),
-        (2, Span::styled(bar, Style::default().fg(t.accent))),
-        (9, Span::styled(format!(" {pct:>3}%  "), t.text())),
         (
-            8,
-            Span::styled(format!("✓ {} ", c.success), Style::default().fg(t.ok)),
+            9,
+            Span::styled(
+                if narrow {
+                    format!(" {pct}% ")
+                } else {
+                    format!(" {pct:>3}%  ")
+                },
+                t.text(),
+            ),
         ),
         (
             8,
-            Span::styled(format!("✗ {} ", c.failed), Style::default().fg(t.fail)),
+            Span::styled(format!("✓{g}{} ", c.success), Style::default().fg(t.ok)),
         ),
         (
             8,
-            Span::styled(format!("! {} held ", c.held), Style::default().fg(t.warn)),
+            Span::styled(format!("✗{g}{} ", c.failed), Style::default().fg(t.fail)),
         ),
         (
             8,
-            Span::styled(format!("▶ {} ", c.active), Style::default().fg(t.active)),
+            Span::styled(format!("!{g}{} held ", c.held), Style::default().fg(t.warn)),
+        ),
+        (
+            8,
+            Span::styled(format!("▶{g}{} ", c.active), Style::default().fg(t.active)),
         ),
         (
             7,
             Span::styled(
-                format!("· {} queued ", p.queued),
+                format!("·{g}{} queued ", p.queued),
                 Style::default().fg(t.queued),
             ),
         ),
@@ -176,25 +186,34 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         (
             7,
             Span::styled(
-                format!("⊘ {} skipped ", c.skipped),
+                format!("⊘{g}{} skipped ", c.skipped),
                 Style::default().fg(t.skipped),
             ),
         ),
     ];
     if p.not_runnable > 0 {
         second.push((
-            3,
+            6,
             Span::styled(format!("({} not runnable) ", p.not_runnable), t.dim()),
         ));
     }
     if c.cancelled > 0 {
         second.push((
-            4,
+            6,
             Span::styled(
-                format!("⊗ {} cancelled ", c.cancelled),
+                format!("⊗{g}{} cancelled ", c.cancelled),
                 Style::default().fg(t.skipped),
             ),
         ));
+    }
+    let counts_w: usize = second.iter().map(|(_, s)| s.width()).sum();
+    let bar_w = (area.width as usize)
+        .saturating_sub(counts_w)
+        .min(if narrow { 10 } else { 20 });
+    if bar_w >= 4 {
+        let filled = (p.done * bar_w).checked_div(p.total).unwrap_or(0);
+        let bar = format!("{}{}", "█".repeat(filled), "░".repeat(bar_w - filled));
+        second.insert(1, (2, Span::styled(bar, Style::default().fg(t.accent))));
     }
     let second = fit(second, area.width);
     f.render_widget(Paragraph::new(vec![top, second]), area);

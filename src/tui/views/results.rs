@@ -9,6 +9,50 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table};
 use ratatui::Frame;
 
+const CATEGORY: usize = 4;
+
+/// The columns a width holds, as (index into `RESULT_COLUMNS`, width), k9s's way: whole
+/// columns leave by priority (title, attempt, model, then the category, which the status
+/// cell takes over), the variant narrows, and what stays is never cut to a stub. The
+/// commit, the variant, the status, the number with its unit and its Δ stay at 80
+/// columns.
+pub(crate) fn columns(width: u16) -> Vec<(usize, u16)> {
+    let mut cols: Vec<(usize, u16)> = vec![
+        (0, 9),
+        (1, 18),
+        (2, 22),
+        (3, 12),
+        (CATEGORY, 22),
+        (5, 16),
+        (6, 16),
+        (7, 7),
+        (8, 10),
+    ];
+    let total = |c: &[(usize, u16)]| c.iter().map(|(_, w)| w + 1).sum::<u16>();
+    // Dropped first to last.
+    for gone in [8usize, 7, 2, CATEGORY] {
+        if total(&cols) <= width {
+            return cols;
+        }
+        cols.retain(|(i, _)| *i != gone);
+        if gone == CATEGORY {
+            // The status cell says the category now: `✗ server_start_ti…`.
+            if let Some(c) = cols.iter_mut().find(|c| c.0 == 3) {
+                c.1 = 16;
+            }
+        }
+    }
+    if total(&cols) > width {
+        if let Some(c) = cols.iter_mut().find(|c| c.0 == 1) {
+            c.1 = 14;
+        }
+    }
+    if total(&cols) > width {
+        cols.retain(|(i, _)| *i != 6);
+    }
+    cols
+}
+
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.theme;
     let (rows, sel) = app.results_selection();
@@ -93,13 +137,17 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         height: inner.height.saturating_sub(1),
         ..inner
     });
-    let header = Row::new(RESULT_COLUMNS.iter().enumerate().map(|(i, c)| {
+    let cols = columns(inner.width);
+    let shown = |i: usize| cols.iter().any(|(c, _)| *c == i);
+    // Without its own column the category takes the status word's place: `✗ cuda_oom`.
+    let merged = !shown(CATEGORY);
+    let header = Row::new(cols.iter().map(|&(i, _)| {
         let s = if i == r.sort_col {
             t.text().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
         } else {
             t.dim()
         };
-        Cell::from(*c).style(s)
+        Cell::from(RESULT_COLUMNS[i]).style(s)
     }));
     let body = rows
         .iter()
@@ -123,41 +171,48 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 .map(|(k, v)| format!("{} {}", fmt_num(v), crate::metric::short_name(k)))
                 .unwrap_or_default();
             let model = c.model.as_deref().unwrap_or("-");
-            let row = Row::new(vec![
+            let word = if merged && !cat.is_empty() {
+                cat.clone()
+            } else {
+                status_word(&rec.state).to_string()
+            };
+            let mut cells = vec![
                 Cell::from(c.short().to_string()),
                 Cell::from(spec.variant.to_string()),
                 Cell::from(fit(model.rsplit('/').next().unwrap_or(model), 22)),
-                Cell::from(format!(
-                    "{} {}",
-                    super::queue::glyph(&rec.state),
-                    status_word(&rec.state)
-                ))
-                // On the selection bar the state's colour gives way to the bar's: a held
-                // run's yellow on high-contrast's yellow bar would vanish.
-                .style(if i == sel { t.selected() } else { st }),
+                Cell::from(format!("{} {word}", super::queue::glyph(&rec.state)))
+                    // On the selection bar the state's colour gives way to the bar's: a held
+                    // run's yellow on high-contrast's yellow bar would vanish.
+                    .style(if i == sel { t.selected() } else { st }),
                 Cell::from(cat),
                 Cell::from(head),
                 Cell::from(delta),
                 Cell::from(rec.attempt.to_string()),
                 Cell::from(super::title_of(c)),
-            ]);
+            ];
+            // Whole columns, by priority: never each cut to a stub.
+            let mut k = 0;
+            cells.retain(|_| {
+                k += 1;
+                shown(k - 1)
+            });
+            let row = Row::new(cells);
             if i == sel {
                 row.style(t.selected())
             } else {
                 row.style(t.text())
             }
         });
-    let widths = [
-        Constraint::Length(9),
-        Constraint::Length(18),
-        Constraint::Length(22),
-        Constraint::Length(12),
-        Constraint::Length(22),
-        Constraint::Length(16),
-        Constraint::Length(16),
-        Constraint::Length(7),
-        Constraint::Min(10),
-    ];
+    let widths: Vec<Constraint> = cols
+        .iter()
+        .map(|&(i, w)| {
+            if i == RESULT_COLUMNS.len() - 1 {
+                Constraint::Min(w)
+            } else {
+                Constraint::Length(w)
+            }
+        })
+        .collect();
     f.render_widget(
         Table::new(body, widths).header(header).column_spacing(1),
         inner,
