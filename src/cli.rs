@@ -332,8 +332,21 @@ pub fn run(cli: Cli) -> i32 {
             threshold,
             alpha,
             token_share,
+            width,
             group,
         } => {
+            // A narrow terminal gets the narrow table (a pipe the wide one, for scripts).
+            let width = width.or_else(|| {
+                use std::io::IsTerminal;
+                std::io::stdout()
+                    .is_terminal()
+                    .then(|| crossterm::terminal::size().ok().map(|(w, _)| w))
+                    .flatten()
+            });
+            let format = match width {
+                Some(w) if format == "table" && w < 120 => format!("table:{}", w.max(40)),
+                _ => format,
+            };
             if group.group.is_some() {
                 return groups::results_group(store, &group);
             }

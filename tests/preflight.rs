@@ -424,3 +424,38 @@ fn suggest_writes_a_substitute_that_fixes_apply_and_record() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("plan.fixes.toml"), "{err}");
 }
+
+/// The table is for 80 columns (#34): the example plan's 95 commits, offline and without
+/// their agent patches, say each shared finding once with its count (not 86 times), and
+/// every line but the one-line summary fits 80 columns.
+#[test]
+fn the_table_reads_at_80_columns_and_says_a_shared_finding_once() {
+    let plan = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/iso-vllm.toml");
+    let home = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_nightshift"))
+        .args(["preflight", plan, "--offline", "--no-docker", "--gpus", "8"])
+        .env("HF_HOME", home.path())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    for l in out.lines().filter(|l| !l.starts_with("preflight:")) {
+        assert!(l.chars().count() <= 80, "wider than 80: {l}");
+    }
+    let shared = out
+        .split("said once for the commits that share it:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no shared findings:\n{out}"));
+    assert!(shared.contains("agent_patch_failed"), "{shared}");
+    assert!(
+        shared.contains("<commit>"),
+        "the hash said as a place: {shared}"
+    );
+    let refs = out.matches("agent_patch_failed [").count();
+    let full = out.matches("model_patch.diff").count();
+    assert!(refs >= 3, "each commit names it by its letter: {refs}");
+    assert_eq!(full, 1, "its words said once:\n{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("preflight: 95 commits")),
+        "{out}"
+    );
+}

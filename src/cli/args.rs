@@ -276,6 +276,11 @@ pub enum Cmd {
         /// incomparable.
         #[arg(long, default_value_t = 0.05)]
         token_share: f64,
+        /// The table's width in columns (default: the terminal's when stdout is one, else
+        /// the wide table). Narrower than 120, each commit shows the metrics that fit, its
+        /// primary first, and says its verdicts on lines of their own.
+        #[arg(long)]
+        width: Option<u16>,
         #[command(flatten)]
         group: super::groups::GroupArgs,
     },

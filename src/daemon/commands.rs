@@ -260,7 +260,11 @@ pub const FORMATS: &[&str] = &["table", "json", "jsonl", "csv", "md", "html"];
 /// `results`' arguments checked before any store is opened: Err is the message and exit 2.
 pub fn check_results_args(format: &str, filter: Option<&str>) -> Result<(), String> {
     report::parse_filter(filter.unwrap_or("")).map_err(|e| format!("--filter: {e}"))?;
-    if !FORMATS.contains(&format) {
+    // `table:N`: the table for N columns (the client's terminal).
+    let narrow = format
+        .strip_prefix("table:")
+        .is_some_and(|w| w.parse::<u16>().is_ok_and(|w| w >= 40));
+    if !FORMATS.contains(&format) && !narrow {
         return Err(format!(
             "--format `{format}` (expected one of: {})",
             FORMATS.join(", ")

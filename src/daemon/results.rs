@@ -51,7 +51,14 @@ pub fn results_text(
                 .map(|d| Member::of_record(&d.key, d.info.model.as_deref(), &d.record)),
         )
     };
+    let narrow = format
+        .strip_prefix("table:")
+        .and_then(|w| w.parse::<usize>().ok());
     let text = match format {
+        _ if narrow.is_some() => {
+            report::narrow::render(&r, narrow.unwrap_or(80))
+                + &groups_text(view::Text::Table, &groups())
+        }
         "json" => report::render_json(&r, &docs),
         "csv" => report::render_csv(&r, &docs),
         "md" => report::render_md(&r) + &groups_text(view::Text::Markdown, &groups()),

@@ -11,6 +11,7 @@ mod filter;
 pub mod groups;
 pub mod html;
 pub mod idle;
+pub mod narrow;
 pub mod render;
 pub mod share;
 pub mod show;

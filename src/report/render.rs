@@ -26,7 +26,7 @@ fn short(c: &str) -> &str {
     &c[..c.len().min(8)]
 }
 
-fn status_text(c: &Cell) -> String {
+pub(super) fn status_text(c: &Cell) -> String {
     let mut s = match &c.category {
         Some(cat) => format!("{}({cat})", c.status),
         None => c.status.clone(),
