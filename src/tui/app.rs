@@ -8,6 +8,7 @@ mod events;
 mod keys;
 mod results;
 
+pub use keys::complete;
 pub use results::{needs_a_look, ResultsState, RowSelection, StatusFilter, RESULT_COLUMNS};
 
 use super::gpu::{GpuMsg, GpuSource};
@@ -255,6 +256,9 @@ pub struct App {
     pub activity: std::collections::VecDeque<crate::report::activity::Entry>,
     /// This client's signature on the commands it sends (`ops@tui:4321`).
     pub me: Option<String>,
+    /// The fix recipes a `:fix-group` may name (built-in and the operator's), checked and
+    /// completed where they are typed.
+    pub recipes: Vec<String>,
     pub theme: Theme,
     /// The box's noise bands from `nightshift calibrate`, as the daemon's store holds them:
     /// the results view judges as `results` does.
@@ -397,6 +401,11 @@ impl App {
             toast: None,
             activity: Default::default(),
             me: None,
+            recipes: crate::diagnose::recipe::RecipeBook::builtin()
+                .all()
+                .iter()
+                .map(|r| r.name.clone())
+                .collect(),
             theme,
             calibration: Default::default(),
             learned: Default::default(),

@@ -82,6 +82,10 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
     } = link;
     let mut app = App::new(plan.clone(), gpus, opts.theme.clone(), opts.keymap.clone());
     app.me = Some(crate::event::signer("tui"));
+    // The operator's recipes too (the daemon reads the same config dir).
+    if let Ok(o) = crate::overrides::Overrides::load(crate::tui::config::config_dir().as_deref()) {
+        app.recipes = o.recipes.all().iter().map(|r| r.name.clone()).collect();
+    }
     app.log_dir = opts.log_dir.clone();
     app.attached = matches!(owner, Owner::Attached);
     if let Some(r) = runtime {

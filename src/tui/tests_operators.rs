@@ -234,3 +234,50 @@ fn every_view_at_three_sizes() {
     assert!(row.contains("2350.5") && row.contains("tok/s"), "{row}");
     assert!(row.contains("11.9%"), "the Δ is kept: {row}");
 }
+
+/// A recipe is checked where it is typed: an unknown one is refused on the spot with the
+/// list, tab completes the name, `:recipes` lists them (#34: `:fix-group bogus` used to be
+/// sent and logged `— done`).
+#[test]
+fn a_recipe_name_is_checked_and_completed_where_it_is_typed() {
+    use crossterm::event::KeyCode;
+    let mut app = scene();
+    assert!(
+        app.recipes.iter().any(|r| r == "aimv2-exist-ok"),
+        "{:?}",
+        app.recipes
+    );
+    let fx = app.run_command_line("fix-group bogus");
+    assert!(fx.is_empty(), "nothing sent: {fx:?}");
+    let toast = app.toast.clone().unwrap_or_default();
+    assert!(
+        toast.contains("no fix recipe `bogus`") && toast.contains("aimv2-exist-ok"),
+        "{toast}"
+    );
+    app.run_command_line("recipes");
+    assert!(app
+        .toast
+        .clone()
+        .unwrap_or_default()
+        .contains("aimv2-exist-ok"));
+    // Tab: the command, then the recipe.
+    key(&mut app, ':');
+    for c in "fix-g".chars() {
+        key(&mut app, c);
+    }
+    app.on_key(super::keymap::Key::code(KeyCode::Tab));
+    assert_eq!(app.input.as_ref().unwrap().text, "fix-group ");
+    for c in "aimv".chars() {
+        key(&mut app, c);
+    }
+    app.on_key(super::keymap::Key::code(KeyCode::Tab));
+    assert_eq!(
+        app.input.as_ref().unwrap().text,
+        "fix-group aimv2-exist-ok "
+    );
+    let (_, many) = super::app::complete("s", &app.recipes);
+    assert!(
+        many.len() > 2 && many.iter().all(|c| c.starts_with('s')),
+        "{many:?}"
+    );
+}

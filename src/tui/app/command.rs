@@ -75,8 +75,16 @@ impl App {
                 }
                 Err(e) => self.toast = Some(e),
             },
+            "recipes" => self.toast = Some(format!("fix recipes: {}", self.recipes.join(", "))),
             "fix-group" => {
                 let (recipe, id) = (rest.first().copied(), rest.get(1).copied().unwrap_or(""));
+                if let Some(r) = recipe.filter(|r| !self.recipes.iter().any(|k| k == r)) {
+                    self.toast = Some(format!(
+                        "no fix recipe `{r}` (recipes: {}; tab completes)",
+                        self.recipes.join(", ")
+                    ));
+                    return vec![];
+                }
                 match (recipe, self.group_arg(id)) {
                     (Some(recipe), Ok(kind)) => {
                         return vec![Effect::Send(Command::FixGroup {

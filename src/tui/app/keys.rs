@@ -19,6 +19,13 @@ impl App {
                         InputKind::Command => self.run_command_line(&text),
                     };
                 }
+                KeyCode::Tab if input.kind == InputKind::Command => {
+                    let (text, options) = complete(&input.text, &self.recipes);
+                    input.text = text;
+                    if options.len() > 1 {
+                        self.toast = Some(options.join("  "));
+                    }
+                }
                 KeyCode::Backspace if input.text.pop().is_none() => self.input = None,
                 KeyCode::Backspace => {}
                 KeyCode::Char(c) if !key.ctrl => input.text.push(c),
@@ -640,4 +647,57 @@ impl App {
             None => vec![Effect::Send(command)],
         }
     }
+}
+
+/// The `:` commands, for completion.
+pub const COMMANDS: &[&str] = &[
+    "quit",
+    "help",
+    "pause",
+    "resume",
+    "export",
+    "sweep",
+    "logs",
+    "results",
+    "3way",
+    "verdict",
+    "theme",
+    "skip-category",
+    "skip-group",
+    "retry-group",
+    "fix-group",
+    "recipes",
+    "group",
+    "sort",
+    "filter",
+];
+
+/// Tab on the command line: the command name, or a `fix-group`'s recipe, completed as far
+/// as it is one; and the choices left when more than one fits.
+pub fn complete(text: &str, recipes: &[String]) -> (String, Vec<String>) {
+    let (head, word, pool): (&str, &str, Vec<&str>) = match text.split_once(' ') {
+        Some(("fix-group", rest)) if !rest.contains(' ') => (
+            "fix-group ",
+            rest,
+            recipes.iter().map(String::as_str).collect(),
+        ),
+        Some(_) => return (text.to_string(), vec![]),
+        None => ("", text, COMMANDS.to_vec()),
+    };
+    let fits: Vec<&str> = pool.into_iter().filter(|c| c.starts_with(word)).collect();
+    let Some(first) = fits.first() else {
+        return (text.to_string(), vec![]);
+    };
+    // The longest prefix they share.
+    let mut common = first.to_string();
+    for f in &fits[1..] {
+        while !f.starts_with(&common) {
+            common.pop();
+        }
+    }
+    let done = if fits.len() == 1 { " " } else { "" };
+    (
+        format!("{head}{common}{done}"),
+        fits.iter().map(|s| s.to_string()).collect(),
+    )
 }
