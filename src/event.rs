@@ -207,6 +207,13 @@ pub enum Command {
     SkipCategory {
         category: Category,
     },
+    /// A rule for the rest of the night: every held run of this category is retried with
+    /// `recipe`, and so is each later one (a run that already had it and failed again is
+    /// held as it would be).
+    FixCategory {
+        category: Category,
+        recipe: String,
+    },
     /// The operator's one decision for a failure group (unknown failures of one kind,
     /// named by its id or a prefix of 4+ digits, see the failure_kind module): skip
     /// every held, failed or queued run of it.
@@ -261,6 +268,9 @@ impl Command {
             Command::Retry { run } => format!("retry {run}"),
             Command::Skip { run } => format!("skip {run}"),
             Command::SkipCategory { category } => format!("skip all {category}"),
+            Command::FixCategory { category, recipe } => {
+                format!("apply fix {recipe} to all {category}")
+            }
             Command::SkipGroup { kind } => format!("skip failure group {kind}"),
             Command::RetryGroup { kind } => format!("retry failure group {kind}"),
             Command::FixGroup { kind, recipe } => {

@@ -719,3 +719,59 @@ async fn an_unknown_fix_recipe_is_refused_and_the_known_ones_named() {
         );
     }
 }
+
+/// A fix rule for the night (`:fix-category`): the held run is retried with the recipe, and
+/// each later run failing the same way is retried with it at once instead of waking the
+/// operator again; every run ends a success with the fix recorded.
+#[tokio::test]
+async fn a_fix_rule_covers_the_held_run_and_each_later_one() {
+    let p = plan(&[
+        (SERVE, "vllm_version = \"0.6.4.post2.dev375+gd263bd9d\"\nsim = { fail = \"version_port_bug\" }"),
+        (
+            "python benchmarks/benchmark_serving.py --model m/y",
+            "vllm_version = \"0.6.4.post2.dev375+gd263bd9d\"\nsim = { fail = \"version_port_bug\" }",
+        ),
+        (
+            "python benchmarks/benchmark_serving.py --model m/z",
+            "vllm_version = \"0.6.4.post2.dev375+gd263bd9d\"\nsim = { fail = \"version_port_bug\" }",
+        ),
+    ]);
+    let mut sent = false;
+    let (s, st, events) = drive(p, 1, true, move |env, tx| {
+        if let Event::State {
+            to: RunState::Held { category },
+            ..
+        } = &env.event
+        {
+            assert!(!sent, "held again after the rule: {env:?}");
+            sent = true;
+            tx.send(Command::FixCategory {
+                category: *category,
+                recipe: "port-bug-spawn".into(),
+            })
+            .unwrap();
+        }
+    })
+    .await;
+    assert!(finished(&st), "{s:?}");
+    assert_eq!(s.counts.success, 6, "{s:?}\n{:#?}", st.runs);
+    for r in &st.runs {
+        assert!(r.fixes.contains(&"port-bug-spawn".to_string()), "{r:?}");
+    }
+    let covered = events.iter().filter(|e| matches!(&e.event, Event::State { detail: Some(d), .. } if d.contains("the operator's rule for all version_port_bug"))).count();
+    let details: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::State {
+                run,
+                detail: Some(d),
+                ..
+            } => Some(format!("{run}: {d}")),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        covered >= 1,
+        "later runs were covered by the rule: {details:#?}"
+    );
+}

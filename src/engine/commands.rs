@@ -53,7 +53,7 @@ impl Engine {
         }
         // A recipe nobody wrote does nothing: say so, with the ones there are.
         let recipe = match cmd {
-            Command::FixGroup { recipe, .. } => Some(recipe),
+            Command::FixGroup { recipe, .. } | Command::FixCategory { recipe, .. } => Some(recipe),
             Command::ApplyFix {
                 recipe: Some(r), ..
             } => Some(r),
@@ -178,6 +178,21 @@ impl Engine {
                     if matches {
                         self.skip(id, &format!("{SKIPPED_BY_OPERATOR}: all {category}"))?;
                     }
+                }
+            }
+            Command::FixCategory { category, recipe } => {
+                // A rule for the rest of the night, as `S` is (see `hold`).
+                self.fix_rules.insert(category, (recipe.clone(), 0));
+                let held: Vec<RunId> = (0..self.state.runs.len() as u32)
+                    .map(RunId)
+                    .filter(|id| {
+                        matches!(self.state.run(*id).state,
+                            RunState::Held { category: c } if c == category)
+                    })
+                    .filter(|id| !self.state.run(*id).fixes.contains(&recipe))
+                    .collect();
+                for id in held {
+                    self.requeue(id, Some(recipe.clone()))?;
                 }
             }
             Command::SkipGroup { kind } => {

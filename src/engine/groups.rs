@@ -101,6 +101,24 @@ impl Engine {
                 ),
             );
         }
+        // A fix rule for this category: retried with its recipe, once per run (a run that
+        // had it and failed again is held as it would be).
+        let had = |r: &str| self.state.run(run).fixes.iter().any(|f| f == r);
+        if let Some((recipe, n)) = self.fix_rules.get(&category).cloned() {
+            if !had(&recipe) {
+                self.fix_rules.insert(category, (recipe.clone(), n + 1));
+                // Straight back to the queue: nobody is woken for what the rule decides.
+                self.queue_fix(run, &recipe)?;
+                return self.set_state(
+                    run,
+                    RunState::Queued,
+                    Some(format!(
+                        "operator: retry with fix {recipe} (the operator's rule for all {category}; {} run(s) since)",
+                        n + 1
+                    )),
+                );
+            }
+        }
         self.set_state(run, RunState::Held { category }, Some(reason.to_string()))?;
         self.bound_hold(run, finding);
         Ok(())

@@ -133,6 +133,9 @@ pub struct Engine {
     /// `S`: categories the operator skips for the rest of the night, with how many runs
     /// each rule has skipped since.
     skip_rules: std::collections::BTreeMap<Category, usize>,
+    /// The operator's "fix all of this category tonight" rules: the recipe, and the runs
+    /// it has covered since.
+    fix_rules: std::collections::BTreeMap<Category, (String, usize)>,
     /// Who last acted on each run (an operator command's signer), to name them when
     /// another client's command on the run is refused.
     acted: HashMap<RunId, String>,
@@ -191,6 +194,7 @@ impl Engine {
             held_until: HashMap::new(),
             before_skip: HashMap::new(),
             skip_rules: Default::default(),
+            fix_rules: Default::default(),
         };
         (engine, cmd_tx)
     }

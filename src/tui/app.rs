@@ -120,6 +120,8 @@ pub enum Confirm {
     Detach,
     Cancel(RunId),
     SkipCategory(Category),
+    /// Retry every held run of the category with the recipe, and each later one tonight.
+    FixCategory(Category, String),
     /// Another operator decided this run moments ago: send `command` over their decision?
     Override {
         by: String,

@@ -75,6 +75,38 @@ impl App {
                 }
                 Err(e) => self.toast = Some(e),
             },
+            "fix-category" => {
+                // Defaults from the selected run: its category and the fix its diagnosis names.
+                let rec = self.action_run().map(|r| self.state.run(r).clone());
+                let cat = match rest.first() {
+                    Some(c) => c.parse::<Category>().map_err(|e| e.to_string()),
+                    None => rec
+                        .as_ref()
+                        .and_then(|r| r.category())
+                        .ok_or_else(|| ":fix-category CATEGORY RECIPE".to_string()),
+                };
+                let recipe = rest.get(1).map(|r| r.to_string()).or_else(|| {
+                    rec.as_ref()
+                        .and_then(|r| r.finding.as_ref())
+                        .and_then(|f| f.recipe.clone())
+                });
+                match (cat, recipe) {
+                    (Err(e), _) => self.toast = Some(e),
+                    (Ok(c), None) => {
+                        self.toast =
+                            Some(format!("no fix is known for {c}: :fix-category {c} RECIPE"))
+                    }
+                    (Ok(_), Some(r)) if !self.recipes.contains(&r) => {
+                        self.toast = Some(format!(
+                            "no fix recipe `{r}` (recipes: {}; tab completes)",
+                            self.recipes.join(", ")
+                        ))
+                    }
+                    (Ok(c), Some(r)) => {
+                        self.popup = Some(Popup::Confirm(Confirm::FixCategory(c, r)))
+                    }
+                }
+            }
             "recipes" => self.toast = Some(format!("fix recipes: {}", self.recipes.join(", "))),
             "fix-group" => {
                 let (recipe, id) = (rest.first().copied(), rest.get(1).copied().unwrap_or(""));

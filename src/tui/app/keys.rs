@@ -94,6 +94,9 @@ impl App {
                             vec![Effect::Send(Command::SkipCategory { category })]
                         }
                         Confirm::Override { command, .. } => vec![Effect::Send(command)],
+                        Confirm::FixCategory(category, recipe) => {
+                            vec![Effect::Send(Command::FixCategory { category, recipe })]
+                        }
                     }
                 }
                 KeyCode::Char('n') | KeyCode::Esc | KeyCode::Char('q') => {
@@ -663,6 +666,7 @@ pub const COMMANDS: &[&str] = &[
     "verdict",
     "theme",
     "skip-category",
+    "fix-category",
     "skip-group",
     "retry-group",
     "fix-group",
@@ -675,18 +679,27 @@ pub const COMMANDS: &[&str] = &[
 /// Tab on the command line: the command name, or a `fix-group`'s recipe, completed as far
 /// as it is one; and the choices left when more than one fits.
 pub fn complete(text: &str, recipes: &[String]) -> (String, Vec<String>) {
-    let (head, word, pool): (&str, &str, Vec<&str>) = match text.split_once(' ') {
-        Some(("fix-group", rest)) if !rest.contains(' ') => (
-            "fix-group ",
-            rest,
-            recipes.iter().map(String::as_str).collect(),
-        ),
-        Some(_) => return (text.to_string(), vec![]),
-        None => ("", text, COMMANDS.to_vec()),
-    };
-    let fits: Vec<&str> = pool.into_iter().filter(|c| c.starts_with(word)).collect();
+    match text.split_once(' ') {
+        Some(("fix-group", rest)) if !rest.contains(' ') => {
+            complete_in("fix-group ", rest, recipes)
+        }
+        Some(("fix-category", rest)) if rest.matches(' ').count() == 1 => {
+            let (cat, word) = rest.split_once(' ').unwrap_or((rest, ""));
+            complete_in(&format!("fix-category {cat} "), word, recipes)
+        }
+        Some(_) => (text.to_string(), vec![]),
+        None => {
+            let commands: Vec<String> = COMMANDS.iter().map(|c| c.to_string()).collect();
+            complete_in("", text, &commands)
+        }
+    }
+}
+
+/// `word` completed among `pool` as far as it is one, after `head`.
+fn complete_in(head: &str, word: &str, pool: &[String]) -> (String, Vec<String>) {
+    let fits: Vec<&String> = pool.iter().filter(|c| c.starts_with(word)).collect();
     let Some(first) = fits.first() else {
-        return (text.to_string(), vec![]);
+        return (format!("{head}{word}"), vec![]);
     };
     // The longest prefix they share.
     let mut common = first.to_string();

@@ -40,6 +40,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, scroll: usize) {
         ":sweep  :logs  :results  :sort COLUMN  :skip-category CATEGORY",
         ":filter status=S | category=C | model=M | group=ID | TEXT | clear",
         ":group [ID]  :skip-group [ID]  :retry-group [ID]  :fix-group RECIPE [ID]",
+        ":fix-category [CATEGORY [RECIPE]] (a rule for the night)",
         ":recipes (the fix recipes)  :3way  :verdict better|worse|same|weak · tab completes",
     ] {
         lines.push(Line::from(Span::styled(format!("  {c}"), t.text())));

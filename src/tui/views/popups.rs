@@ -206,6 +206,17 @@ fn confirm(f: &mut Frame, app: &App, area: Rect, c: &Confirm) {
                     .clone())
             ),
         ),
+        Confirm::FixCategory(cat, recipe) => (
+            " fix category? ",
+            format!(
+                "Retry {} held run(s) whose failure is {cat} with fix {recipe}, and each later one tonight (once per run)?",
+                app.state
+                    .runs
+                    .iter()
+                    .filter(|r| matches!(r.state, crate::model::RunState::Held { category } if category == *cat))
+                    .count()
+            ),
+        ),
         Confirm::SkipCategory(cat) => (
             " skip category? ",
             match app.skippable(*cat) {
