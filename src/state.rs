@@ -106,6 +106,9 @@ pub struct Progress {
     pub queued: usize,
     /// Runs the plan marks unrunnable: never run, never counted in the progress.
     pub not_runnable: usize,
+    /// Adaptive repeats held back (run only if their comparison stays unknown): not
+    /// counted in the progress either until released.
+    pub in_reserve: usize,
 }
 
 impl Progress {
@@ -113,6 +116,11 @@ impl Progress {
         (self.done * 100).checked_div(self.total).unwrap_or(0)
     }
 }
+
+/// The reason an adaptive repeat carries while held back, until its commit's comparison
+/// asks for it (see `engine::repeats`) or the night ends.
+pub const HELD_BACK: &str =
+    "extra repeat held back: run only while the commit's comparison is unknown (max_repeats)";
 
 impl Counts {
     pub fn done(&self) -> usize {
@@ -305,6 +313,12 @@ impl SweepState {
         for (i, r) in self.runs.iter().enumerate() {
             if unrunnable.get(i).copied().unwrap_or(false) {
                 p.not_runnable += 1;
+                continue;
+            }
+            if matches!(&r.state, RunState::Finished { outcome: Outcome::Skipped { reason } }
+                if reason.starts_with(HELD_BACK))
+            {
+                p.in_reserve += 1;
                 continue;
             }
             p.total += 1;

@@ -9,6 +9,7 @@ mod groups;
 pub mod images;
 pub mod logs;
 pub mod offthread;
+pub mod repeats;
 mod start;
 
 use crate::category::{Action, Category};
@@ -390,6 +391,7 @@ impl Engine {
         let outcome: anyhow::Result<()> = async {
             loop {
                 if !shutdown.is_cancelled() {
+                    self.release_repeats()?;
                     self.start_runs()?;
                 }
                 self.send_demand();
@@ -600,6 +602,11 @@ impl Engine {
             // with the GPUs (`--gpus N`, another box) picks it up. Skipping it would be for good.
             if let Some(reason) = spec.skip_reason.clone() {
                 self.skip(id, &reason)?;
+                continue;
+            }
+            // Adaptive repeats wait until their commit's comparison asks for them.
+            if spec.extra {
+                self.skip(id, repeats::HELD_BACK)?;
                 continue;
             }
             let commit = plan.commit_of(spec);

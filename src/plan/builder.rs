@@ -94,6 +94,20 @@ impl Builder {
                 "gpu_count = 0 cannot run anything (expected 1 or more)".into(),
             );
         }
+        if let Some(m) = d.max_repeats {
+            if m < d.repeats.unwrap_or(1) || m > limits::MAX_REPEATS {
+                self.error(
+                    src.field_loc(&whole, "max_repeats"),
+                    None,
+                    "max_repeats",
+                    format!(
+                        "max_repeats = {m} must lie between repeats ({}) and {}",
+                        d.repeats.unwrap_or(1),
+                        limits::MAX_REPEATS
+                    ),
+                );
+            }
+        }
         if d.repeats == Some(0) {
             self.error(
                 src.field_loc(&whole, "repeats"),
@@ -115,6 +129,11 @@ impl Builder {
             run_timeout_s: d.run_timeout_s.unwrap_or(3600),
             timeout_s_by_gpus: by_gpus,
             repeats: d.repeats.unwrap_or(1).clamp(1, limits::MAX_REPEATS),
+            max_repeats: d
+                .max_repeats
+                .unwrap_or(0)
+                .max(d.repeats.unwrap_or(1))
+                .clamp(1, limits::MAX_REPEATS),
             repeats_loc: d
                 .repeats
                 .as_ref()

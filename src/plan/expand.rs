@@ -122,7 +122,9 @@ impl Builder {
             };
             // The total is checked before this commit's runs are made: the error points at
             // what to lower (the commit's repeats, the plan's, or this commit).
-            let these = variants.len() * repeats as usize;
+            // Adaptive repeats past `repeats`, up to the plan's `max_repeats`, in variant order.
+            let top = defaults.max_repeats.max(repeats);
+            let these = variants.len() * top as usize;
             if runs.len() + these > limits::MAX_RUNS {
                 let own = rc.and_then(|r| r.repeats).is_some();
                 let loc = if own {
@@ -144,12 +146,14 @@ impl Builder {
                 );
                 break;
             }
+            let extras = (repeats..top).flat_map(|r| variants.iter().map(move |v| (v.clone(), r)));
             for (order, (v, repeat)) in schedule(&c.commit, &variants, repeats)
                 .into_iter()
+                .chain(extras)
                 .enumerate()
             {
                 {
-                    let key = if repeats > 1 {
+                    let key = if top > 1 {
                         format!("{prefix}/{v}/r{}", repeat + 1)
                     } else {
                         format!("{prefix}/{v}")
@@ -231,7 +235,7 @@ impl Builder {
                         warmup: repeat == 0
                             && repeats > 1
                             && defaults.warmup == Warmup::DiscardFirst,
-                        order: if repeats > 1 {
+                        order: if top > 1 {
                             u8::try_from(order).unwrap_or(u8::MAX)
                         } else {
                             v.order()
@@ -247,6 +251,7 @@ impl Builder {
                             .copied()
                             .unwrap_or(defaults.run_timeout_s),
                         skip_reason,
+                        extra: repeat >= repeats,
                     });
                 }
             }

@@ -112,6 +112,9 @@ pub struct Defaults {
     /// Where `repeats` is written (for errors about the runs it makes).
     #[serde(skip)]
     pub repeats_loc: Option<Loc>,
+    /// Repeats a variant may reach when its comparison stays unknown (adaptive repeats);
+    /// `repeats` when the plan adds none.
+    pub max_repeats: u32,
     pub warmup: Warmup,
     /// Requests sent to the server before each serving benchmark measures: the client's
     /// `--num-warmups` where it has one, else sent by the runtime (a recorded rewrite,
@@ -217,6 +220,9 @@ pub struct RunSpec {
     pub run_timeout_s: u64,
     /// Set when the run cannot start at all (invalid commit, `skip = true`, no image).
     pub skip_reason: Option<String>,
+    /// A repeat past the plan's `repeats` (adaptive): held back, and run only while the
+    /// commit's comparison is unknown once its other runs have ended.
+    pub extra: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

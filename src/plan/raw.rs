@@ -46,6 +46,10 @@ pub struct RawDefaults {
     pub run_timeout_s: Option<u64>,
     pub timeout_s_by_gpus: Option<BTreeMap<String, u64>>,
     pub repeats: Option<u32>,
+    /// Adaptive repeats: up to this many a variant, each one past `repeats` run only while
+    /// the commit's comparison is still unknown, in the night's spare time (default:
+    /// `repeats`, none added).
+    pub max_repeats: Option<u32>,
     /// What the first of several repeats is for (default `none`).
     pub warmup: Option<Warmup>,
     /// Requests sent to the server before each serving benchmark measures (default 0).

@@ -72,6 +72,10 @@ pub fn entry(env: &Envelope, key: &dyn Fn(RunId) -> String) -> Option<Entry> {
                 RunState::Queued if matches!(from, RunState::Active { .. }) => {
                     format!("retry {}", key(*run))
                 }
+                // Adaptive repeats: the policy spends spare time on an unknown verdict.
+                RunState::Queued if detail.starts_with("extra repeat") => {
+                    format!("add a repeat: {}", key(*run))
+                }
                 _ => return None,
             };
             Some(e("policy", what, detail, Some(*run)))

@@ -197,6 +197,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             Span::styled(format!("({} not runnable) ", p.not_runnable), t.dim()),
         ));
     }
+    if p.in_reserve > 0 {
+        second.push((
+            5,
+            Span::styled(format!("+{} repeats in reserve ", p.in_reserve), t.dim()),
+        ));
+    }
     if c.cancelled > 0 {
         second.push((
             6,

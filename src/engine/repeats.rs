@@ -1,0 +1,161 @@
+//! Adaptive repeats (the plan's `max_repeats`): repeats past the plan's `repeats` are held
+//! back from the start, and released a step at a time — one more run of every variant of a
+//! commit — while the commit's comparison is still unknown, once its own runs have ended
+//! and nothing else is waiting: spare time goes to the verdicts that need it, closest to
+//! deciding first, never ahead of a commit not yet run. Each look is judged at the α the
+//! steps allow (Pocock), so all looks together keep the plan's α.
+
+use super::Engine;
+use crate::model::{Outcome, RunId, RunState, Variant};
+use crate::stats::{self, adaptive::Steps, Method};
+
+pub use crate::state::HELD_BACK;
+
+/// A commit's comparisons as the night stands: `Some(p)` when one against the baseline is
+/// still unknown and more repeats can tell (the smallest such p), else `None`. `sides` are
+/// each variant's counted values of the metric `key`, the baseline among them.
+pub fn open(key: &str, sides: &[(Variant, Vec<f64>)], cfg: &stats::Config) -> Option<f64> {
+    let base = &sides.iter().find(|(v, _)| *v == Variant::Baseline)?.1;
+    if base.is_empty() {
+        return None;
+    }
+    sides
+        .iter()
+        .filter(|(v, vals)| *v != Variant::Baseline && !vals.is_empty())
+        .filter_map(|(_, vals)| {
+            let c = stats::compare(key, vals, base, None, cfg)?;
+            // A verdict by the uncalibrated rule or on too few runs is not a test's.
+            let weak = matches!(c.method, Method::Uncalibrated | Method::TooFewRepeats);
+            (weak || !c.verdict.decided()).then(|| c.p_value.unwrap_or(1.0))
+        })
+        .min_by(|a, b| a.total_cmp(b))
+}
+
+impl Engine {
+    /// Release the next step of held-back repeats for the commits whose comparison is still
+    /// unknown, when nothing else is queued. Called at each turn of the loop.
+    pub(super) fn release_repeats(&mut self) -> anyhow::Result<()> {
+        let plan = self.plan.clone();
+        if plan.defaults.max_repeats <= plan.defaults.repeats
+            || self.state.runs.iter().any(|r| r.state == RunState::Queued)
+        {
+            return Ok(());
+        }
+        let held_back = |id: RunId, st: &RunState| {
+            plan.runs[id.0 as usize].extra
+                && matches!(st, RunState::Finished { outcome: Outcome::Skipped { reason } }
+                    if reason.starts_with(HELD_BACK))
+        };
+        let steps = Steps {
+            min: plan.defaults.repeats as usize,
+            step: 1,
+            cap: plan.defaults.max_repeats as usize,
+        };
+        let cfg = stats::Config {
+            alpha: steps.alpha_per_look(0.05),
+            ..Default::default()
+        };
+        // (p, rank, commit, the repeat to release, runs so far a side).
+        let mut open_commits: Vec<(f64, usize, usize, u32, usize)> = Vec::new();
+        let mut by_commit: std::collections::BTreeMap<usize, Vec<RunId>> = Default::default();
+        for spec in &plan.runs {
+            by_commit.entry(spec.commit).or_default().push(spec.id);
+        }
+        for (commit, ids) in &by_commit {
+            let busy = ids.iter().any(|id| {
+                let st = &self.state.run(*id).state;
+                matches!(
+                    st,
+                    RunState::Active { .. } | RunState::Held { .. } | RunState::Queued
+                )
+            });
+            let next = ids
+                .iter()
+                .filter(|id| held_back(**id, &self.state.run(**id).state))
+                .map(|id| plan.runs[id.0 as usize].repeat)
+                .min();
+            let (false, Some(next)) = (busy, next) else {
+                continue;
+            };
+            let mut sides: Vec<(Variant, Vec<f64>)> = Vec::new();
+            let mut key = None;
+            for id in ids {
+                let spec = &plan.runs[id.0 as usize];
+                let rec = self.state.run(*id);
+                let ok = matches!(
+                    rec.state,
+                    RunState::Finished {
+                        outcome: Outcome::Success
+                    }
+                );
+                if !ok || spec.warmup {
+                    continue;
+                }
+                let k = *key
+                    .get_or_insert_with(|| crate::metric::headline(&rec.metrics).map(|(k, _)| k));
+                let Some(v) = k.and_then(|k| rec.metrics.get(k)) else {
+                    continue;
+                };
+                match sides.iter_mut().find(|(var, _)| *var == spec.variant) {
+                    Some((_, vals)) => vals.push(*v),
+                    None => sides.push((spec.variant.clone(), vec![*v])),
+                }
+            }
+            let Some(Some(k)) = key else { continue };
+            if let Some(p) = open(k, &sides, &cfg) {
+                let rank = self.ranks.get(commit).copied().unwrap_or(*commit);
+                let n = sides.iter().map(|(_, v)| v.len()).min().unwrap_or(0);
+                open_commits.push((p, rank, *commit, next, n));
+            }
+        }
+        // Closest to deciding first, then the plan's priority; as many commits as the box
+        // has GPUs, so the most valuable run first and the next look sees their results.
+        open_commits.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (p, _, commit, repeat, n) in open_commits
+            .into_iter()
+            .take(self.opts.gpus.max(1) as usize)
+        {
+            for id in &by_commit[&commit] {
+                let spec = &plan.runs[id.0 as usize];
+                if spec.repeat == repeat && held_back(*id, &self.state.run(*id).state) {
+                    self.set_state(
+                        *id,
+                        RunState::Queued,
+                        Some(format!(
+                            "extra repeat {}: the comparison is unknown after {n} run(s) a side (p={p:.2}, judged at α={:.3} a look)",
+                            repeat + 1,
+                            cfg.alpha
+                        )),
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sides(base: &[f64], human: &[f64]) -> Vec<(Variant, Vec<f64>)> {
+        vec![
+            (Variant::Baseline, base.to_vec()),
+            (Variant::Human, human.to_vec()),
+        ]
+    }
+
+    #[test]
+    fn single_runs_are_open_and_a_clear_change_closes() {
+        let cfg = stats::Config::default();
+        let k = "output_throughput_tok_s";
+        // One run a side: only the uncalibrated rule could judge it: open.
+        assert!(open(k, &sides(&[100.0], &[110.0]), &cfg).is_some());
+        // Five a side, 20% apart with little spread: decided.
+        let base = [100.0, 101.0, 99.5, 100.5, 100.2];
+        let human = [120.0, 121.0, 119.5, 120.4, 120.1];
+        assert_eq!(open(k, &sides(&base, &human), &cfg), None);
+        // No baseline result: repeats cannot help.
+        assert_eq!(open(k, &sides(&[], &[1.0, 2.0]), &cfg), None);
+    }
+}
