@@ -140,10 +140,23 @@ fn max_repeats_below_repeats_is_refused_where_it_is_written() {
         .expect("refused");
     let text = format!("{e:#}");
     assert!(text.contains("t.toml:5:"), "{text}");
-    assert!(text.contains("max_repeats = 2 must lie between repeats (3)"), "{text}");
+    assert!(
+        text.contains("max_repeats = 2 must lie between repeats (3)"),
+        "{text}"
+    );
     // The held-back runs of a plan that allows more: keyed r3.., marked extra.
     let p = plan(2, 4);
-    let extras: Vec<&str> = p.runs.iter().filter(|r| r.extra).map(|r| r.key.as_str()).collect();
+    let extras: Vec<&str> = p
+        .runs
+        .iter()
+        .filter(|r| r.extra)
+        .map(|r| r.key.as_str())
+        .collect();
     assert_eq!(extras.len(), COMMITS * 2 * 2);
-    assert!(extras.iter().all(|k| k.ends_with("/r3") || k.ends_with("/r4")), "{extras:?}");
+    assert!(
+        extras
+            .iter()
+            .all(|k| k.ends_with("/r3") || k.ends_with("/r4")),
+        "{extras:?}"
+    );
 }

@@ -179,17 +179,21 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     } else if let Some(d) = &r.detail {
         lines.push(Line::from(Span::styled(fit(d, w), t.dim())));
     }
-    // Metrics with deltas.
+    // Metrics with deltas, each named by its label with its unit ("out tok/s"). On a
+    // narrow panel they come right under the state line, before the stage chain: the
+    // numbers are what the panel is for.
     let base = app.baseline_of.get(run.0 as usize).copied().flatten();
     // Δ is worded ("more tok/s 12.3%") where there is room, else an arrow (▲ better,
     // ▼ worse): never a bare sign whose meaning depends on the metric.
     let wide = w >= 64;
     let dw = if wide { 17 } else { 8 };
-    let kw = w.saturating_sub(24 + dw).clamp(8, 28);
+    let vw = if w >= 50 { 12 } else { 9 };
+    let kw = w.saturating_sub(2 * vw + dw).clamp(8, 28);
+    let mut metric_lines = Vec::new();
     if !r.metrics.is_empty() {
-        lines.push(Line::from(Span::styled(
+        metric_lines.push(Line::from(Span::styled(
             format!(
-                "{:<kw$}{:>12}{:>12}{:>dw$}",
+                "{:<kw$}{:>vw$}{:>vw$}{:>dw$}",
                 "metric", "value", "baseline", "Δ"
             ),
             t.dim(),
@@ -219,14 +223,26 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             },
             _ => ("-".into(), String::new(), t.dim()),
         };
-        lines.push(Line::from(vec![
+        let m = crate::metric::lookup(k);
+        let name = if m.label.is_empty() {
+            k.as_str()
+        } else {
+            m.label
+        };
+        metric_lines.push(Line::from(vec![
             Span::styled(
-                format!("{:<kw$}{:>12}", fit(k, kw - 1), fmt_num(*v)),
+                format!("{:<kw$}{:>vw$}", fit(name, kw - 1), fmt_num(*v)),
                 t.text(),
             ),
-            Span::styled(format!("{bs:>12}"), t.dim()),
+            Span::styled(format!("{bs:>vw$}"), t.dim()),
             Span::styled(format!("{ds:>dw$}"), dstyle),
         ]));
+    }
+    if w < 50 && !lines.is_empty() {
+        let at = 1.min(lines.len());
+        lines.splice(at..at, metric_lines);
+    } else {
+        lines.extend(metric_lines);
     }
     f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
 }
