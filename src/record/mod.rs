@@ -24,6 +24,10 @@ pub struct RunInfo {
     /// A warm-up repeat: stored, left out of the statistics.
     #[serde(default)]
     pub warmup: bool,
+    /// An adaptive repeat (past the plan's `repeats`, run because the comparison was
+    /// unknown). Absent from older stores: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub extra: bool,
     pub model: Option<String>,
     /// `TYPE:COUNT`, e.g. `H100:1`.
     pub gpu: String,
@@ -50,6 +54,7 @@ impl RunInfo {
             variant: spec.variant.clone(),
             repeat: spec.repeat,
             warmup: spec.warmup,
+            extra: spec.extra,
             model: c.model.clone(),
             gpu: c.gpu.to_string(),
             gpus: spec.gpus,

@@ -134,6 +134,9 @@ pub struct Cell {
     pub n: usize,
     /// Warm-up repeats run and left out.
     pub warmups: usize,
+    /// Of the counted repeats, those added because the comparison was still unknown
+    /// (adaptive repeats, the plan's `max_repeats`).
+    pub added: usize,
     /// Repeats that failed (not skipped or cancelled).
     pub failed: usize,
     /// Per metric, the median over counted repeats (what tables show).
@@ -325,6 +328,10 @@ fn cell(docs: &[&RunDoc], level: f64, cache: &mut comparable::CommandFacts) -> O
         },
         n,
         warmups: docs.iter().filter(|d| d.info.warmup).count(),
+        added: docs
+            .iter()
+            .filter(|d| d.info.extra && counted(d).is_some())
+            .count(),
         failed: docs
             .iter()
             .filter(|d| d.representative().is_some_and(|a| a.status() == "failed"))

@@ -35,6 +35,9 @@ pub(super) fn status_text(c: &Cell) -> String {
         let _ = write!(s, " ×{}", c.keys.len());
     } else if c.keys.len() > 1 || c.warmups > 0 {
         let _ = write!(s, " n={}", c.n);
+        if c.added > 0 {
+            let _ = write!(s, " ({} added: the comparison was unknown)", c.added);
+        }
         if c.warmups > 0 {
             let _ = write!(s, " +{} warm-up", c.warmups);
         }

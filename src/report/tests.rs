@@ -20,6 +20,7 @@ pub(crate) fn doc_with(
         variant,
         repeat,
         warmup: false,
+        extra: false,
         model: Some("org/m-8B".into()),
         gpu: "H100:1".into(),
         gpus: 1,
@@ -298,5 +299,33 @@ fn plan_text_is_inert_in_the_table_the_markdown_and_the_page() {
     assert!(
         !page.contains("\\x0a"),
         "a line break in a page is white space"
+    );
+}
+
+/// A verdict says how many repeats it rests on and how many were added because the
+/// comparison was unknown (adaptive repeats).
+#[test]
+fn added_repeats_are_said_with_their_reason() {
+    let mut docs = Vec::new();
+    for r in 0..3u32 {
+        for (v, t) in [(Variant::Baseline, 100.0), (Variant::Human, 103.0)] {
+            let mut d = doc_with(
+                "c1",
+                v,
+                r,
+                "x",
+                &[("output_throughput_tok_s", t + r as f64)],
+            );
+            d.info.extra = r >= 1;
+            docs.push(d);
+        }
+    }
+    let refs: Vec<&RunDoc> = docs.iter().collect();
+    let r = build(&refs, &opts());
+    assert_eq!(r.rows[0].cells[0].added, 2);
+    let table = render_table(&r);
+    assert!(
+        table.contains("n=3 (2 added: the comparison was unknown)"),
+        "{table}"
     );
 }

@@ -285,6 +285,7 @@ mod tests {
             variant: Variant::Baseline,
             repeat: 0,
             warmup: false,
+            extra: false,
             model: Some("m".into()),
             gpu: "H100:1".into(),
             gpus: 1,
