@@ -137,6 +137,8 @@ pub struct Engine {
     /// The operator's "fix all of this category tonight" rules: the recipe, and the runs
     /// it has covered since.
     fix_rules: std::collections::BTreeMap<Category, (String, usize)>,
+    /// Runs ended when adaptive repeats were last considered (see `repeats`).
+    repeats_looked_at: Option<(usize, u64)>,
     /// Who last acted on each run (an operator command's signer), to name them when
     /// another client's command on the run is refused.
     acted: HashMap<RunId, String>,
@@ -196,6 +198,7 @@ impl Engine {
             before_skip: HashMap::new(),
             skip_rules: Default::default(),
             fix_rules: Default::default(),
+            repeats_looked_at: None,
         };
         (engine, cmd_tx)
     }

@@ -41,6 +41,20 @@ impl Engine {
         {
             return Ok(());
         }
+        // The loop turns for every event (log lines too): look again only once a run has
+        // ended since (ended runs with the attempts started: a released repeat leaves the
+        // ended count and comes back to it, its attempt does not).
+        let ended = self
+            .state
+            .runs
+            .iter()
+            .filter(|r| matches!(r.state, RunState::Finished { .. }))
+            .count();
+        let attempts: u64 = self.state.runs.iter().map(|r| r.attempt as u64).sum();
+        if self.repeats_looked_at == Some((ended, attempts)) {
+            return Ok(());
+        }
+        self.repeats_looked_at = Some((ended, attempts));
         let held_back = |id: RunId, st: &RunState| {
             plan.runs[id.0 as usize].extra
                 && matches!(st, RunState::Finished { outcome: Outcome::Skipped { reason } }
