@@ -3,12 +3,13 @@
 //! (commands for the engine, a pager, an export) come out; the loop in `mod.rs` does them.
 
 mod command;
+mod complete;
 mod disk_logs;
 mod events;
 mod keys;
 mod results;
 
-pub use keys::complete;
+pub use complete::complete;
 pub use results::{needs_a_look, ResultsState, RowSelection, StatusFilter, RESULT_COLUMNS};
 
 use super::gpu::{GpuMsg, GpuSource};
