@@ -305,13 +305,13 @@ impl SweepState {
         c
     }
 
-    /// Progress over the runs the plan can run; `unrunnable[i]` says run i is marked
+    /// Progress over the runs the plan can run; `unrunnable(i)` says run i is marked
     /// unrunnable (no image, an invalid command, `skip = true`): those end in the first
     /// second, and counted as done they would put the bar at half way before anything ran.
-    pub fn progress(&self, unrunnable: &[bool]) -> Progress {
+    pub fn progress(&self, unrunnable: impl Fn(usize) -> bool) -> Progress {
         let mut p = Progress::default();
         for (i, r) in self.runs.iter().enumerate() {
-            if unrunnable.get(i).copied().unwrap_or(false) {
+            if unrunnable(i) {
                 p.not_runnable += 1;
                 continue;
             }

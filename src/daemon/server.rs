@@ -182,7 +182,8 @@ impl Hub {
         let st = self.state();
         let m = self.meta();
         let c = st.counts();
-        let p = st.progress(self.unrunnable.get().map_or(&[], |v| v.as_slice()));
+        let unrunnable = self.unrunnable.get();
+        let p = st.progress(|i| unrunnable.and_then(|v| v.get(i)).copied().unwrap_or(false));
         let phase = match (&st.paused, st.finished) {
             (_, true) => "finished".to_string(),
             (Some(why), _) => format!("paused ({why})"),

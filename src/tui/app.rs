@@ -521,13 +521,10 @@ impl App {
     /// (no image, an invalid command, `skip = true`) end in the first second: counted as
     /// done they would put the bar at half way before anything ran.
     pub fn progress(&self) -> Progress {
-        let unrunnable: Vec<bool> = self
-            .plan
-            .runs
-            .iter()
-            .map(|s| s.skip_reason.is_some())
-            .collect();
-        self.state.progress(&unrunnable)
+        // Called while drawing (the header, popups): no allocation per frame.
+        let runs = &self.plan.runs;
+        self.state
+            .progress(|i| runs.get(i).is_some_and(|s| s.skip_reason.is_some()))
     }
 
     /// The finding a run waits on: the diagnosis of what it is held or failed with. An
