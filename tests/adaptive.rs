@@ -63,8 +63,8 @@ fn unknown(p: &Plan, st: &nightshift::state::SweepState) -> usize {
         alpha: steps.alpha_per_look(0.05),
         ..Default::default()
     };
-    (0..p.commits.len())
-        .filter(|&c| {
+    let all: Vec<Vec<(Variant, Vec<f64>)>> = (0..p.commits.len())
+        .map(|c| {
             let mut sides = vec![(Variant::Baseline, vec![]), (Variant::Human, vec![])];
             for spec in p.runs.iter().filter(|s| s.commit == c) {
                 let r = st.run(spec.id);
@@ -82,8 +82,19 @@ fn unknown(p: &Plan, st: &nightshift::state::SweepState) -> usize {
                     sides[side].1.push(v);
                 }
             }
-            open("output_throughput_tok_s", &sides, &cfg).is_some()
+            sides
         })
+        .collect();
+    // Judged as the morning's `results` judges: with the band the night's own repeats teach.
+    let groups: Vec<Vec<f64>> = all
+        .iter()
+        .flatten()
+        .map(|(_, v)| v.clone())
+        .filter(|v| v.len() > 1)
+        .collect();
+    let band = nightshift::stats::band::learn(&groups, "learned");
+    all.iter()
+        .filter(|sides| open("output_throughput_tok_s", sides, band.as_ref(), &cfg).is_some())
         .count()
 }
 

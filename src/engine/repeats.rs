@@ -8,13 +8,20 @@
 use super::Engine;
 use crate::model::{Outcome, RunId, RunState, Variant};
 use crate::stats::{self, adaptive::Steps, Method};
+use std::collections::BTreeMap;
 
 pub use crate::state::HELD_BACK;
 
 /// A commit's comparisons as the night stands: `Some(p)` when one against the baseline is
 /// still unknown and more repeats can tell (the smallest such p), else `None`. `sides` are
-/// each variant's counted values of the metric `key`, the baseline among them.
-pub fn open(key: &str, sides: &[(Variant, Vec<f64>)], cfg: &stats::Config) -> Option<f64> {
+/// each variant's counted values of the metric `key`, the baseline among them; `band` the
+/// noise the night's own repeats show (as the morning's `results` will judge it).
+pub fn open(
+    key: &str,
+    sides: &[(Variant, Vec<f64>)],
+    band: Option<&stats::Band>,
+    cfg: &stats::Config,
+) -> Option<f64> {
     let base = &sides.iter().find(|(v, _)| *v == Variant::Baseline)?.1;
     if base.is_empty() {
         return None;
@@ -23,7 +30,7 @@ pub fn open(key: &str, sides: &[(Variant, Vec<f64>)], cfg: &stats::Config) -> Op
         .iter()
         .filter(|(v, vals)| *v != Variant::Baseline && !vals.is_empty())
         .filter_map(|(_, vals)| {
-            let c = stats::compare(key, vals, base, None, cfg)?;
+            let c = stats::compare(key, vals, base, band, cfg)?;
             // A verdict by the uncalibrated rule or on too few runs is not a test's.
             let weak = matches!(c.method, Method::Uncalibrated | Method::TooFewRepeats);
             (weak || !c.verdict.decided()).then(|| c.p_value.unwrap_or(1.0))
@@ -69,9 +76,11 @@ impl Engine {
             alpha: steps.alpha_per_look(0.05),
             ..Default::default()
         };
+        // (metric, size class, commit, the repeat to release, each variant's values).
+        let mut candidates: Vec<(&str, &str, usize, u32, Vec<(Variant, Vec<f64>)>)> = Vec::new();
         // (p, rank, commit, the repeat to release, runs so far a side).
         let mut open_commits: Vec<(f64, usize, usize, u32, usize)> = Vec::new();
-        let mut by_commit: std::collections::BTreeMap<usize, Vec<RunId>> = Default::default();
+        let mut by_commit: BTreeMap<usize, Vec<RunId>> = Default::default();
         for spec in &plan.runs {
             by_commit.entry(spec.commit).or_default().push(spec.id);
         }
@@ -116,10 +125,28 @@ impl Engine {
                 }
             }
             let Some(Some(k)) = key else { continue };
-            if let Some(p) = open(k, &sides, &cfg) {
+            let class = stats::band::size_class(plan.commits[*commit].model.as_deref());
+            candidates.push((k, class, *commit, next, sides));
+        }
+        // The night's noise, learned from its own repeats (every commit × variant with two
+        // or more is a group of identical runs), per metric and model size: the band the
+        // morning's `results` will judge with, so the night asks for a repeat only where
+        // that verdict is still unknown.
+        let mut groups: BTreeMap<(&str, &str), Vec<Vec<f64>>> = BTreeMap::new();
+        for (k, class, _, _, sides) in &candidates {
+            for (_, v) in sides.iter().filter(|(_, v)| v.len() > 1) {
+                groups.entry((k, class)).or_default().push(v.clone());
+            }
+        }
+        let bands: BTreeMap<(&str, &str), stats::Band> = groups
+            .into_iter()
+            .filter_map(|(key, g)| Some((key, stats::band::learn(&g, "learned")?)))
+            .collect();
+        for (k, class, commit, next, sides) in &candidates {
+            if let Some(p) = open(k, sides, bands.get(&(*k, *class)), &cfg) {
                 let rank = self.ranks.get(commit).copied().unwrap_or(*commit);
                 let n = sides.iter().map(|(_, v)| v.len()).min().unwrap_or(0);
-                open_commits.push((p, rank, *commit, next, n));
+                open_commits.push((p, rank, *commit, *next, n));
             }
         }
         // Closest to deciding first, then the plan's priority; as many commits as the box
@@ -164,12 +191,12 @@ mod tests {
         let cfg = stats::Config::default();
         let k = "output_throughput_tok_s";
         // One run a side: only the uncalibrated rule could judge it: open.
-        assert!(open(k, &sides(&[100.0], &[110.0]), &cfg).is_some());
+        assert!(open(k, &sides(&[100.0], &[110.0]), None, &cfg).is_some());
         // Five a side, 20% apart with little spread: decided.
         let base = [100.0, 101.0, 99.5, 100.5, 100.2];
         let human = [120.0, 121.0, 119.5, 120.4, 120.1];
-        assert_eq!(open(k, &sides(&base, &human), &cfg), None);
+        assert_eq!(open(k, &sides(&base, &human), None, &cfg), None);
         // No baseline result: repeats cannot help.
-        assert_eq!(open(k, &sides(&[], &[1.0, 2.0]), &cfg), None);
+        assert_eq!(open(k, &sides(&[], &[1.0, 2.0]), None, &cfg), None);
     }
 }

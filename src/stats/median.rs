@@ -35,6 +35,20 @@ pub fn median_of_sorted(v: &[f64]) -> Option<f64> {
     }
 }
 
+/// The Hodges–Lehmann shift between two samples: the median of every pairwise difference
+/// `a_i - b_j`. As robust to an outlier run as the medians' difference, and nearly as
+/// efficient as the means' under Gaussian noise (95%, against 64% for medians), which is
+/// what a verdict on three runs a side needs. None when a side is empty.
+pub fn hodges_lehmann(a: &[f64], b: &[f64]) -> Option<f64> {
+    let mut d: Vec<f64> = a
+        .iter()
+        .flat_map(|x| b.iter().map(move |y| x - y))
+        .filter(|x| x.is_finite())
+        .collect();
+    d.sort_by(f64::total_cmp);
+    median_of_sorted(&d)
+}
+
 /// Median and its interval at `level` (e.g. 0.95). None without a finite value.
 pub fn summarize(values: &[f64], level: f64) -> Option<Summary> {
     let v = sorted(values);
@@ -98,5 +112,15 @@ mod tests {
         // A looser level gives a narrower interval.
         let t = summarize(&v, 0.5).unwrap();
         assert!(t.ci_high - t.ci_low < s.ci_high - s.ci_low);
+    }
+
+    #[test]
+    fn hodges_lehmann_is_the_median_pairwise_shift_and_shrugs_off_an_outlier() {
+        assert_eq!(hodges_lehmann(&[3.0], &[1.0]), Some(2.0));
+        assert_eq!(hodges_lehmann(&[], &[1.0]), None);
+        // Pairwise a - b: 1, 0, -1, 2, 1, 0, 50, 49, 48 → median 1 (the means differ by 16.7).
+        let a = [2.0, 3.0, 51.0];
+        let b = [1.0, 2.0, 3.0];
+        assert_eq!(hodges_lehmann(&a, &b), Some(1.0));
     }
 }
