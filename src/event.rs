@@ -86,6 +86,13 @@ pub enum Event {
         run: RunId,
         version: String,
     },
+    /// The attempt's per-request latencies (`--save-detailed`), summarised and kept
+    /// bounded: quantiles with bootstrap intervals, and the compressed sample.
+    Requests {
+        run: RunId,
+        attempt: u32,
+        requests: Box<crate::requests::Requests>,
+    },
     Diagnosed {
         run: RunId,
         attempt: u32,

@@ -34,6 +34,7 @@ pub mod prefetch;
 pub mod preflight;
 pub mod record;
 pub mod report;
+pub mod requests;
 pub mod rewrite;
 pub mod rt;
 pub mod runtime;

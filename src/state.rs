@@ -29,6 +29,10 @@ pub struct RunRecord {
     /// Attempts cut short by a crash, Ctrl-C or a stop: they spend no retry.
     #[serde(default)]
     pub interrupted: u32,
+    /// The last attempt's per-request quantiles, without the sample (which the store
+    /// keeps): what the screens show beside a P99.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<Box<crate::requests::Requests>>,
 }
 
 impl RunRecord {
@@ -181,6 +185,7 @@ impl SweepState {
                         if *stage == Stage::PreparingImage {
                             r.stages.clear();
                             r.metrics.clear();
+                            r.requests = None;
                             r.finding = None;
                             r.started_ms = Some(at);
                             r.finished_ms = None;
@@ -224,6 +229,14 @@ impl SweepState {
             } => {
                 if let Some(r) = self.runs.get_mut(run.0 as usize) {
                     r.metrics.insert(key.clone(), *value);
+                }
+            }
+            Event::Requests { run, requests, .. } => {
+                if let Some(r) = self.runs.get_mut(run.0 as usize) {
+                    r.requests = Some(Box::new(crate::requests::Requests {
+                        sample: String::new(),
+                        ..(**requests).clone()
+                    }));
                 }
             }
             Event::VllmVersion { run, version } => {

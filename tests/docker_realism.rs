@@ -123,9 +123,29 @@ async fn serving_command_is_split_and_runs() {
     let flags = provenance(&msgs, "client_flags").unwrap();
     assert!(flags.starts_with("--help"), "{flags}");
     let rewrites = provenance(&msgs, "rewrites").unwrap();
-    for rule in ["\"split\"", "\"dataset\"", "\"interpreter\""] {
+    for rule in [
+        "\"split\"",
+        "\"dataset\"",
+        "\"interpreter\"",
+        "\"per_request\"",
+    ] {
         assert!(rewrites.contains(rule), "{rule} missing from {rewrites}");
     }
+    // Per-request latencies asked for (0.8.5 has --save-detailed), the result file copied
+    // out, and its arrays read: ten requests, each with a TTFT.
+    assert!(bench.contains(&"--save-detailed".to_string()), "{bench:?}");
+    let copied = logs
+        .lines()
+        .find_map(|l| {
+            l.split(" to ")
+                .nth(1)
+                .filter(|_| l.contains("copied result file"))
+        })
+        .unwrap_or_else(|| panic!("no result file copied: {logs}"));
+    let bytes = std::fs::read(copied.trim()).unwrap();
+    let per = nightshift::requests::from_result_json(&bytes).expect("per-request arrays");
+    assert_eq!((per.requests, per.failed), (10, 0));
+    assert_eq!(per.values[0].len(), 10);
     assert!(provenance(&msgs, "bench_source")
         .unwrap()
         .contains("image nightshift-standin:latest"));

@@ -37,6 +37,7 @@ impl Engine {
             return self.set_state(run, to, Some(detail.into()));
         }
         let mut result = a.parser.finish();
+        let mut per_request = None;
         for f in &report.result_files {
             // Result files come out of a container: read only when regular and bounded.
             if let Ok(bytes) = crate::bounded::read_file(f, MAX_RESULT_FILE) {
@@ -44,7 +45,17 @@ impl Engine {
                 if r.has_result() {
                     result.metrics.extend(r.metrics);
                 }
+                per_request = crate::requests::from_result_json(&bytes).or(per_request);
             }
+        }
+        if let Some(p) = per_request.filter(|p| p.requests > 0) {
+            let seed = crate::stats::noise::seed_of(&[&spec.key, &attempt.to_string()]);
+            let requests = Box::new(crate::requests::Requests::of(&p, seed));
+            self.emit(Event::Requests {
+                run,
+                attempt,
+                requests,
+            })?;
         }
         let bench_exit = match report.end {
             RunEnd::BenchExited { exit_code } => Some(exit_code),

@@ -38,6 +38,10 @@ pub fn open(
         .min_by(|a, b| a.total_cmp(b))
 }
 
+/// A commit whose runs have ended with held-back repeats left: (metric, size class,
+/// commit, the repeat to release, each variant's values).
+type Candidate<'a> = (&'a str, &'a str, usize, u32, Vec<(Variant, Vec<f64>)>);
+
 impl Engine {
     /// Release the next step of held-back repeats for the commits whose comparison is still
     /// unknown, when nothing else is queued. Called at each turn of the loop.
@@ -76,8 +80,7 @@ impl Engine {
             alpha: steps.alpha_per_look(0.05),
             ..Default::default()
         };
-        // (metric, size class, commit, the repeat to release, each variant's values).
-        let mut candidates: Vec<(&str, &str, usize, u32, Vec<(Variant, Vec<f64>)>)> = Vec::new();
+        let mut candidates: Vec<Candidate> = Vec::new();
         // (p, rank, commit, the repeat to release, runs so far a side).
         let mut open_commits: Vec<(f64, usize, usize, u32, usize)> = Vec::new();
         let mut by_commit: BTreeMap<usize, Vec<RunId>> = Default::default();

@@ -80,6 +80,11 @@ impl RunDoc {
                     .metrics
                     .insert(key.clone(), *value);
             }
+            Event::Requests {
+                attempt, requests, ..
+            } => {
+                self.attempt_mut(*attempt).requests = Some(requests.clone());
+            }
             Event::Diagnosed {
                 attempt, finding, ..
             } => {

@@ -159,6 +159,10 @@ pub struct AttemptDoc {
     /// The run as planned when this attempt started (command as run, image, patch).
     pub info: Option<RunInfo>,
     pub logs: Vec<LogFile>,
+    /// Per-request latencies (`--save-detailed`): quantiles with intervals and the bounded
+    /// sample. Older stores: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<Box<crate::requests::Requests>>,
 }
 
 impl AttemptDoc {
@@ -364,6 +368,10 @@ pub struct ResultRecord {
     pub duration_s: Option<f64>,
     pub metrics: BTreeMap<String, f64>,
     pub provenance: Provenance,
+    /// Median and P99 of the per-request latencies with their intervals, where the client
+    /// saved them (the bounded sample stays in the store).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_quantiles: Vec<crate::requests::Quantile>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -451,6 +459,11 @@ impl ResultRecord {
                 _ => None,
             },
             metrics: a.metrics.clone(),
+            request_quantiles: a
+                .requests
+                .as_ref()
+                .map(|r| r.quantiles.clone())
+                .unwrap_or_default(),
             provenance: Provenance {
                 image,
                 image_digest,

@@ -171,6 +171,17 @@ pub fn render_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
             for (k, v) in &a.metrics {
                 line(&mut o, format_args!("    metric    {k} = {v}"));
             }
+            if let Some(r) = &a.requests {
+                let (n, failed) = (r.requests, r.failed);
+                line(
+                    &mut o,
+                    format_args!("    requests  {n} ({failed} failed); 95% bootstrap intervals:"),
+                );
+                for q in &r.quantiles {
+                    let (label, kept) = (q.label(), q.n);
+                    line(&mut o, format_args!("    requests  {label}  (n={kept})"));
+                }
+            }
             for l in &a.logs {
                 let (path, bytes) = (&l.path, l.bytes);
                 line(&mut o, format_args!("    log       {path} ({bytes} bytes)"));

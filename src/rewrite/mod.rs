@@ -563,6 +563,48 @@ pub fn warm_up(inv: &mut Invocation, n: u32, client: &FlagSet) {
     }
 }
 
+/// The file nightshift asks a serving client to write its result to, in its working
+/// directory, when the command asks for none.
+pub const RESULT_FILE: &str = "nightshift-result.json";
+
+/// Per-request latencies (#35): a serving client that can save its result is asked to
+/// (`--save-result`, into [`RESULT_FILE`]) and, where it has `--save-detailed` (0.8.0+; the
+/// scripts before it always wrote the arrays), to keep the per-request arrays. The
+/// summary numbers stay the printed block's; the arrays give P99 and the median an
+/// interval. Decided once per commit like every rewrite, so all variants write alike. A
+/// command that saves its own result keeps its file; `--save-detailed` is added to it.
+pub fn per_request(inv: &mut Invocation, client: &FlagSet) {
+    if inv.kind != BenchKind::Serving || !client.accepts("--save-result") {
+        return;
+    }
+    let has = |inv: &Invocation, name: &str| {
+        let eq = format!("{name}=");
+        inv.client_args
+            .iter()
+            .any(|a| a == name || a.starts_with(&eq))
+    };
+    let mut added = Vec::new();
+    if !has(inv, "--save-result") && !has(inv, "--append-result") {
+        added.push("--save-result".to_string());
+        if client.accepts("--result-filename") && !has(inv, "--result-filename") {
+            added.extend(["--result-filename".to_string(), RESULT_FILE.to_string()]);
+        }
+    }
+    if client.accepts("--save-detailed") && !has(inv, "--save-detailed") {
+        added.push("--save-detailed".to_string());
+    }
+    if added.is_empty() {
+        return;
+    }
+    inv.rewrites.push(rw(
+        "per_request",
+        "",
+        added.join(" "),
+        "per-request latencies for intervals on P99 and the median (kept bounded beside the run)",
+    ));
+    inv.client_args.extend(added);
+}
+
 fn shown(f: &Flag) -> String {
     match &f.value {
         Some(v) => format!("{} {v}", f.name),

@@ -374,3 +374,50 @@ fn the_bench_module_runs_where_the_cli_cannot_start() {
     let s = r.server_argv.unwrap();
     assert_eq!(s[1..3], ["-m", SERVER_MODULE]);
 }
+
+/// A serving client that can save its result is asked to, with per-request arrays where
+/// it has `--save-detailed`; a command with its own result file keeps it; offline
+/// benchmarks and clients without `--save-result` are left alone.
+#[test]
+fn per_request_latencies_are_asked_for_where_the_client_can_give_them() {
+    let cmd = "python3 benchmarks/benchmark_serving.py --model M --dataset-name random --random-input-len 10";
+    let v = |s| PyVersion::parse(s);
+    let mut new = go(cmd, Some("0.8.5"), &BTreeMap::new()).unwrap();
+    let client = tables(BenchKind::Serving, v("0.8.5").as_ref()).0;
+    per_request(&mut new, &client);
+    let tail = new.client_args.join(" ");
+    assert!(
+        tail.ends_with("--save-result --result-filename nightshift-result.json --save-detailed"),
+        "{tail}"
+    );
+    assert!(new.rewrites.iter().any(|r| r.rule == "per_request"));
+    // Twice is once (a resumed commit's decision is replayed, not re-made, but still).
+    per_request(&mut new, &client);
+    assert_eq!(
+        new.client_args
+            .iter()
+            .filter(|a| *a == "--save-detailed")
+            .count(),
+        1
+    );
+
+    let own = format!("{cmd} --save-result --result-filename mine.json");
+    let mut mine = go(&own, Some("0.8.5"), &BTreeMap::new()).unwrap();
+    per_request(&mut mine, &client);
+    let args = mine.client_args.join(" ");
+    assert!(
+        args.contains("mine.json") && !args.contains(RESULT_FILE),
+        "{args}"
+    );
+    assert!(args.ends_with("--save-detailed"), "{args}");
+
+    // v0.6: no --save-detailed (the arrays are always written with the result).
+    let mut old = go(cmd, Some("0.6.3"), &BTreeMap::new()).unwrap();
+    let old_client = tables(BenchKind::Serving, v("0.6.3").as_ref()).0;
+    per_request(&mut old, &old_client);
+    let args = old.client_args.join(" ");
+    assert!(
+        args.ends_with("--save-result --result-filename nightshift-result.json"),
+        "{args}"
+    );
+}

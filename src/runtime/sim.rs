@@ -48,6 +48,9 @@ pub struct SimRuntime {
     noise: noise::BoxNoise,
     /// Images "pulled" so far: the first run of an image shows a pull with progress.
     pulled: Mutex<HashSet<String>>,
+    /// Where serving runs leave their per-request file (as `--save-detailed` would),
+    /// made on first use; None when no temporary directory can be made.
+    results: std::sync::OnceLock<Option<tempfile::TempDir>>,
 }
 
 impl Speed {
@@ -66,6 +69,7 @@ impl SimRuntime {
             speed,
             noise: noise::BoxNoise::of(0),
             pulled: Mutex::new(HashSet::new()),
+            results: std::sync::OnceLock::new(),
         }
     }
 
@@ -73,6 +77,34 @@ impl SimRuntime {
     pub fn on_box(mut self, box_seed: u64) -> Self {
         self.noise = noise::BoxNoise::of(box_seed);
         self
+    }
+
+    /// The run's per-request arrays as a result file (only the arrays: the summary numbers
+    /// are the printed block's), for the engine's per-request path. None when it cannot
+    /// be written (the run still succeeds: the summary is the result).
+    fn per_request_file(
+        &self,
+        job: &RunJob,
+        effect: f64,
+        draw: &noise::Draw,
+    ) -> Option<std::path::PathBuf> {
+        let dir = self
+            .results
+            .get_or_init(|| {
+                tempfile::Builder::new()
+                    .prefix("nightshift-sim-")
+                    .tempdir()
+                    .ok()
+            })
+            .as_ref()?;
+        let path = dir.path().join(format!(
+            "{}-a{}.json",
+            job.key.replace('/', "_"),
+            job.attempt
+        ));
+        let body = noise::per_request_json(effect, draw, job.seed ^ u64::from(job.run.0));
+        std::fs::write(&path, body).ok()?;
+        Some(path)
     }
 
     /// Sleep `secs` of simulated time; false when cancelled.
@@ -459,6 +491,12 @@ impl Runtime for SimRuntime {
         for l in text::result_block(job.kind, era, effect, &draw) {
             log!(Stream::Bench, Pipe::Stdout, l);
         }
-        RunReport::new(RunEnd::BenchExited { exit_code: 0 })
+        let mut report = RunReport::new(RunEnd::BenchExited { exit_code: 0 });
+        if serving {
+            report
+                .result_files
+                .extend(self.per_request_file(&job, effect, &draw));
+        }
+        report
     }
 }

@@ -28,6 +28,7 @@
 
 pub mod adaptive;
 pub mod band;
+pub mod bootstrap;
 pub mod ks;
 pub mod median;
 pub mod noise;

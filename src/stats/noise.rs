@@ -164,6 +164,49 @@ pub fn serving(effect: f64, d: &Draw) -> Serving {
     }
 }
 
+/// A serving run's per-request arrays as vLLM's client writes them with `--save-detailed`
+/// (`ttfts` and `itls` in seconds, `output_lens`, `errors`), consistent with
+/// [`serving`]'s summary: TTFTs log-normal around its mean, a failed request with no first
+/// token and its error. Only the arrays (the sim's summary is its printed block).
+pub fn per_request_json(effect: f64, d: &Draw, seed: u64) -> String {
+    let s = serving(effect, d);
+    let mut r = ChaCha8Rng::seed_from_u64(seed ^ 0x7265_7173);
+    let mut gauss = || {
+        // Box–Muller: one standard normal.
+        let (u, v): (f64, f64) = (r.random_range(1e-12..1.0), r.random_range(0.0..1.0));
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    };
+    // The printed block's TPOT base (sim/text.rs): 12 ms at effect 1.
+    let tpot_s = 0.012 / effect * d.latency;
+    let (mut ttfts, mut itls, mut lens, mut errors) = (vec![], vec![], vec![], vec![]);
+    for i in 0..REQUESTS {
+        if i >= s.successful {
+            ttfts.push("0.0".to_string());
+            itls.push("[]".to_string());
+            lens.push("0".to_string());
+            errors.push("\"Server disconnected\"".to_string());
+            continue;
+        }
+        // σ 0.4: a P99 about 2.5× the median, as the summary's P99/mean.
+        let ttft = s.ttft_mean_ms / 1000.0 * (0.4 * gauss() - 0.08).exp();
+        let n = (198.0 + 12.0 * gauss()).round().max(2.0) as usize;
+        let gaps: Vec<String> = (1..n)
+            .map(|_| format!("{:.6}", tpot_s * (0.15 * gauss()).exp()))
+            .collect();
+        ttfts.push(format!("{ttft:.6}"));
+        itls.push(format!("[{}]", gaps.join(", ")));
+        lens.push(n.to_string());
+        errors.push("\"\"".to_string());
+    }
+    format!(
+        "{{\"ttfts\": [{}], \"itls\": [{}], \"output_lens\": [{}], \"errors\": [{}]}}",
+        ttfts.join(", "),
+        itls.join(", "),
+        lens.join(", "),
+        errors.join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -109,6 +109,7 @@ impl Observer for StoreObserver {
             Event::State { run, .. }
             | Event::Metric { run, .. }
             | Event::VllmVersion { run, .. }
+            | Event::Requests { run, .. }
             | Event::Diagnosed { run, .. }
             | Event::FixApplied { run, .. }
             | Event::Provenance { run, .. }

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The most a result file's tarball may hold when copied out of a container.
+const MAX_RESULT_TAR: usize = 512 << 20;
+
 impl DockerRuntime {
     pub(super) async fn attempt(
         &self,
@@ -249,7 +252,8 @@ impl DockerRuntime {
             .await;
             self.dlog(sink, Pipe::Stdout, line).await;
         }
-        let wanted = results::wanted(&job.view, &workdir);
+        // From the command as it runs: the rewrites may have asked for a result file.
+        let wanted = results::wanted_args(&setup.resolved.bench_argv, &workdir);
         if !wanted.is_empty() {
             // Marks the start so "the JSON this run wrote" can be told from older ones.
             let _ = self
@@ -332,6 +336,12 @@ impl DockerRuntime {
             let mut failed = None;
             while let Some(chunk) = clock.wait(stream.next()).await {
                 match chunk {
+                    // Bounded like every read: the parser reads no result file larger
+                    // than this either (with --save-detailed real ones are tens of MB).
+                    Ok(b) if tarball.len() + b.len() > MAX_RESULT_TAR => {
+                        failed = Some(format!("larger than {} MiB", MAX_RESULT_TAR >> 20));
+                        break;
+                    }
                     Ok(b) => tarball.extend_from_slice(&b),
                     Err(e) => {
                         failed = Some(e.to_string());

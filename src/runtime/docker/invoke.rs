@@ -489,6 +489,7 @@ impl DockerRuntime {
                 let mut inv =
                     rewrite::plan(&job.view, &facts_r).map_err(|r| bench_invalid(r.reason))?;
                 rewrite::warm_up(&mut inv, self.cfg.warmup_requests, &client);
+                rewrite::per_request(&mut inv, &client);
                 // Two variants that got here at once both planned: the first one settled
                 // wins, so they still run the same benchmark.
                 let (inv, decided) = job.decisions.settle(&job.commit, inv);

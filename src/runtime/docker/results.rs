@@ -35,6 +35,35 @@ pub fn wanted(view: &CommandView, workdir: &str) -> Vec<Wanted> {
             .and_then(|f| f.value.clone())
     };
     let has = |name: &str| view.flags.iter().any(|f| f.name == name);
+    wanted_by(value, has, workdir)
+}
+
+/// The same from an argv as it runs (`--flag value` or `--flag=value`).
+pub fn wanted_args(argv: &[String], workdir: &str) -> Vec<Wanted> {
+    let value = |name: &str| {
+        let eq = format!("{name}=");
+        argv.iter().enumerate().rev().find_map(|(i, a)| {
+            if let Some(v) = a.strip_prefix(&eq) {
+                Some(v.to_string())
+            } else if a == name {
+                argv.get(i + 1).filter(|v| !v.starts_with("--")).cloned()
+            } else {
+                None
+            }
+        })
+    };
+    let has = |name: &str| {
+        let eq = format!("{name}=");
+        argv.iter().any(|a| a == name || a.starts_with(&eq))
+    };
+    wanted_by(value, has, workdir)
+}
+
+fn wanted_by(
+    value: impl Fn(&str) -> Option<String>,
+    has: impl Fn(&str) -> bool,
+    workdir: &str,
+) -> Vec<Wanted> {
     let mut out = Vec::new();
     if let Some(f) = value("--output-json") {
         out.push(Wanted::File(abs(&f, workdir)));
@@ -74,5 +103,25 @@ mod tests {
             vec![Wanted::NewestJsonIn("/vllm-workspace".into())]
         );
         assert!(w("python benchmarks/benchmark_serving.py --model m").is_empty());
+    }
+
+    #[test]
+    fn from_the_argv_as_it_runs() {
+        let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            wanted_args(
+                &argv("vllm bench serve --model m --save-result --result-filename nightshift-result.json --save-detailed"),
+                "/w"
+            ),
+            vec![Wanted::File("/w/nightshift-result.json".into())]
+        );
+        assert_eq!(
+            wanted_args(
+                &argv("vllm bench serve --save-result --result-dir=/r"),
+                "/w"
+            ),
+            vec![Wanted::NewestJsonIn("/r".into())]
+        );
+        assert!(wanted_args(&argv("vllm bench serve --model m"), "/w").is_empty());
     }
 }

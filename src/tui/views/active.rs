@@ -238,6 +238,19 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             Span::styled(format!("{ds:>dw$}"), dstyle),
         ]));
     }
+    // The per-request quantiles with their 95% bootstrap intervals (`--save-detailed`).
+    if let Some(req) = r.requests.as_deref() {
+        metric_lines.push(Line::from(Span::styled(
+            format!(
+                "requests {} ({} failed), 95% intervals:",
+                req.requests, req.failed
+            ),
+            t.dim(),
+        )));
+        for q in &req.quantiles {
+            metric_lines.push(Line::from(Span::styled(q.label(), t.text())));
+        }
+    }
     if w < 50 && !lines.is_empty() {
         let at = 1.min(lines.len());
         lines.splice(at..at, metric_lines);

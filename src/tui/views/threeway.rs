@@ -228,14 +228,26 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     // The last line names what the keys act on: the selected cell, never the whole row.
     let target = app.selected_run().map(|r| &app.plan.runs[r.0 as usize]);
     let foot = match target {
-        Some(spec) => Line::from(vec![
-            Span::styled(" ▸ ", Style::default().fg(t.accent)),
-            Span::styled(spec.key.clone(), t.selected()),
-            Span::styled(
+        Some(spec) => {
+            let mut spans = vec![
+                Span::styled(" ▸ ", Style::default().fg(t.accent)),
+                Span::styled(spec.key.clone(), t.selected()),
+            ];
+            // Its P99 TTFT with the interval its requests give (before the keys' hint,
+            // which a narrow terminal cuts first).
+            let requests = app.state.run(spec.id).requests.as_deref();
+            if let Some(q) = requests.and_then(|r| r.quantile("ttft", 0.99)) {
+                spans.push(Span::styled(
+                    format!("  {}", q.label()),
+                    Style::default().fg(t.accent),
+                ));
+            }
+            spans.push(Span::styled(
                 "  s skip · r retry · f fix · enter details · h/l another variant",
                 t.dim(),
-            ),
-        ]),
+            ));
+            Line::from(spans)
+        }
         None => Line::from(Span::styled(
             " ▸ no run in this cell (h/l another variant)",
             t.dim(),
