@@ -86,6 +86,11 @@ pub enum Event {
         run: RunId,
         version: String,
     },
+    /// The drift reference moved beyond the noise band since the night's first: the box,
+    /// not the code, changed between two references.
+    Drift {
+        shift: Box<crate::stats::drift::Shift>,
+    },
     /// The attempt's per-request latencies (`--save-detailed`), summarised and kept
     /// bounded: quantiles with bootstrap intervals, and the compressed sample.
     Requests {

@@ -82,6 +82,9 @@ pub struct SweepState {
     /// Each commit's benchmark invocation, once decided (the first decision stands).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub invocations: BTreeMap<String, crate::rewrite::Invocation>,
+    /// Drifts of the box the reference runs showed tonight (`engine::reference`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drifts: Vec<crate::stats::drift::Shift>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -125,6 +128,17 @@ impl Progress {
 /// asks for it (see `engine::repeats`) or the night ends.
 pub const HELD_BACK: &str =
     "extra repeat held back: run only while the commit's comparison is unknown (max_repeats)";
+
+/// The reason a drift reference run carries while it waits to be due (see
+/// `engine::reference`).
+pub const REFERENCE_WAITS: &str =
+    "drift reference waiting: run at its interval and at the night's end (reference_every_min)";
+
+/// A run kept in reserve (an adaptive repeat held back, a reference not yet due): out of
+/// the night's progress until released.
+pub fn in_reserve(reason: &str) -> bool {
+    reason.starts_with(HELD_BACK) || reason.starts_with(REFERENCE_WAITS)
+}
 
 impl Counts {
     pub fn done(&self) -> usize {
@@ -231,6 +245,7 @@ impl SweepState {
                     r.metrics.insert(key.clone(), *value);
                 }
             }
+            Event::Drift { shift } => self.drifts.push((**shift).clone()),
             Event::Requests { run, requests, .. } => {
                 if let Some(r) = self.runs.get_mut(run.0 as usize) {
                     r.requests = Some(Box::new(crate::requests::Requests {
@@ -329,7 +344,7 @@ impl SweepState {
                 continue;
             }
             if matches!(&r.state, RunState::Finished { outcome: Outcome::Skipped { reason } }
-                if reason.starts_with(HELD_BACK))
+                if in_reserve(reason))
             {
                 p.in_reserve += 1;
                 continue;

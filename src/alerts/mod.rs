@@ -53,6 +53,8 @@ pub enum Kind {
     NewFailure,
     Finished,
     Restarted,
+    /// The drift reference moved beyond the noise band.
+    Drift,
 }
 
 impl Kind {
@@ -63,6 +65,7 @@ impl Kind {
             Kind::NewFailure => "new_failure",
             Kind::Finished => "finished",
             Kind::Restarted => "restarted",
+            Kind::Drift => "drift",
         }
     }
 }
@@ -180,6 +183,15 @@ impl Alerter {
                     _ => self.tick(now),
                 }
             }
+            Event::Drift { shift } => self.emit(
+                Kind::Drift,
+                now,
+                "the box drifted".into(),
+                format!(
+                    "{}; comparisons measured across it are marked in `nightshift results`",
+                    shift.describe()
+                ),
+            ),
             Event::ModelPaused { model, reason } => self.emit(
                 Kind::Paused,
                 now,

@@ -132,7 +132,13 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             tracing::warn!("{why}");
         }
         let ov = a.overrides.clone();
+        let calibration = obs
+            .shared()
+            .lock()
+            .map(|s| s.calibration())
+            .unwrap_or_default();
         let mut engine = engine
+            .with_calibration(calibration)
             .with_diagnosis(ov.policy, ov.catalog, ov.recipes)
             .with_state(state.clone())
             .with_time_scale(a.time_scale)

@@ -106,6 +106,19 @@ pub fn keep_texts(store: &Store) {
 /// and keeping the rows it rebuilt (unless this is a private copy of a store in use).
 fn kept_text(store: &Store, text: view::Text, opts: &report::Options) -> String {
     use rayon::prelude::*;
+    // The night's drifts from its reference runs alone (a few summaries): kept rows are
+    // rebuilt when they change (the drifts are among each row's inputs).
+    let runs = store.runs();
+    let reference_keys: Vec<&str> = runs
+        .iter()
+        .filter(|(_, s)| s.info.reference)
+        .map(|(k, _)| k.as_str())
+        .collect();
+    let references = crate::store::view::summary_docs_of(runs, &reference_keys);
+    let mut with_drifts = opts.clone();
+    with_drifts.drifts =
+        report::drift::shifts_of(references.iter(), &opts.calibration, opts.stats.alpha);
+    let opts = &with_drifts;
     let commits = store.commits_in_order();
     let ids: Vec<&str> = commits.iter().map(|(c, _)| *c).collect();
     let kept = store.kept(text.name(), &ids);
@@ -124,7 +137,6 @@ fn kept_text(store: &Store, text: view::Text, opts: &report::Options) -> String 
             }
         })
         .collect();
-    let runs = store.runs();
     let t = view::read(
         text,
         pending,

@@ -14,6 +14,7 @@ fn doc(commit: &str, variant: Variant, end: RunState, tput: Option<f64>) -> RunD
         repeat: 0,
         warmup: false,
         extra: false,
+        reference: false,
         model: Some("m".into()),
         gpu: "H100:1".into(),
         gpus: 1,

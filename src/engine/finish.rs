@@ -187,7 +187,8 @@ impl Engine {
                 outcome: Outcome::Success,
             },
             None,
-        )
+        )?;
+        self.judge_drift(run)
     }
 
     /// The policy's decision on a failed attempt, carried out: retry after its backoff,

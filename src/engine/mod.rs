@@ -9,6 +9,7 @@ mod groups;
 pub mod images;
 pub mod logs;
 pub mod offthread;
+mod reference;
 pub mod repeats;
 mod start;
 
@@ -139,6 +140,8 @@ pub struct Engine {
     fix_rules: std::collections::BTreeMap<Category, (String, usize)>,
     /// Runs ended when adaptive repeats were last considered (see `repeats`).
     repeats_looked_at: Option<(usize, u64)>,
+    /// Drift reference runs: when the last was released, the shifts told.
+    drift: reference::Drift,
     /// Who last acted on each run (an operator command's signer), to name them when
     /// another client's command on the run is refused.
     acted: HashMap<RunId, String>,
@@ -199,6 +202,7 @@ impl Engine {
             skip_rules: Default::default(),
             fix_rules: Default::default(),
             repeats_looked_at: None,
+            drift: Default::default(),
         };
         (engine, cmd_tx)
     }
@@ -238,6 +242,12 @@ impl Engine {
     }
 
     /// The night ends when the window closes: no run starts that cannot finish before it.
+    /// The box's calibration: the noise band drift references are judged by.
+    pub fn with_calibration(mut self, c: crate::stats::Calibration) -> Self {
+        self.drift.calibration = c;
+        self
+    }
+
     pub fn with_window(mut self, w: Option<crate::window::Window>) -> Self {
         self.window = w;
         self
@@ -301,8 +311,8 @@ impl Engine {
                 }
                 if let Some(spec) = self.plan.runs.get(i) {
                     if *to == RunState::Queued && spec.gpus <= self.opts.gpus {
-                        self.queue
-                            .push(i, self.rank(spec.commit), spec.order, spec.gpus);
+                        let (rank, order) = self.queue_place(spec);
+                        self.queue.push(i, rank, order, spec.gpus);
                     } else if *to != RunState::Queued {
                         self.queue.remove(i);
                     }
@@ -395,6 +405,7 @@ impl Engine {
             loop {
                 if !shutdown.is_cancelled() {
                     self.release_repeats()?;
+                    self.release_references()?;
                     self.start_runs()?;
                 }
                 self.send_demand();
@@ -409,11 +420,13 @@ impl Engine {
                     .as_ref()
                     .map(|w| Instant::from_std(w.closes))
                     .filter(|t| *t > now);
+                let reference = self.next_reference_due().filter(|t| *t > now);
                 let wake = self
                     .not_before
                     .values()
                     .chain(self.held_until.values().map(|(t, _)| t))
                     .chain(closes.as_ref())
+                    .chain(reference.as_ref())
                     .min()
                     .copied()
                     .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
@@ -612,6 +625,11 @@ impl Engine {
                 self.skip(id, repeats::HELD_BACK)?;
                 continue;
             }
+            // Drift references after the night's first wait until they are due.
+            if spec.reference && plan.runs.iter().any(|s| s.reference && s.id < id) {
+                self.skip(id, reference::REFERENCE_WAITS)?;
+                continue;
+            }
             let commit = plan.commit_of(spec);
             if let Some(v) = &commit.vllm_version {
                 if let Some(d) = diagnose::predict_port_bug(v, commit.needs_server()) {
@@ -668,6 +686,16 @@ impl Engine {
     /// A commit's place in the queue.
     fn rank(&self, commit: usize) -> usize {
         self.ranks.get(&commit).copied().unwrap_or(commit)
+    }
+
+    /// Where a queued run sorts: its commit's rank and its order there; a drift reference
+    /// ahead of everything (it is due now: at the start, at its interval, at the end).
+    fn queue_place(&self, spec: &crate::plan::RunSpec) -> (usize, u8) {
+        if spec.reference {
+            (0, 0)
+        } else {
+            (self.rank(spec.commit), spec.order)
+        }
     }
 
     /// The night's order, as `bench night` plays it: commits needing many GPUs first (the

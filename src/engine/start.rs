@@ -77,8 +77,8 @@ impl Engine {
         for (i, r) in self.state.runs.iter().enumerate() {
             let spec = &self.plan.runs[i];
             if r.state == RunState::Queued && spec.gpus <= self.opts.gpus {
-                self.queue
-                    .push(i, self.rank(spec.commit), spec.order, spec.gpus);
+                let (rank, order) = self.queue_place(spec);
+                self.queue.push(i, rank, order, spec.gpus);
             }
         }
         self.schedule_dirty = true;

@@ -108,6 +108,29 @@ impl Builder {
                 );
             }
         }
+        if let Some(m) = d.reference_every_min {
+            if !(10..=24 * 60).contains(&m) {
+                self.error(
+                    src.field_loc(&whole, "reference_every_min"),
+                    None,
+                    "reference_every_min",
+                    format!("reference_every_min = {m} must lie between 10 and 1440 minutes"),
+                );
+            }
+        }
+        if let Some(n) = d.reference_runs {
+            if !(2..=limits::MAX_REFERENCE_RUNS).contains(&n) {
+                self.error(
+                    src.field_loc(&whole, "reference_runs"),
+                    None,
+                    "reference_runs",
+                    format!(
+                        "reference_runs = {n} must lie between 2 (a start and an end) and {}",
+                        limits::MAX_REFERENCE_RUNS
+                    ),
+                );
+            }
+        }
         if d.repeats == Some(0) {
             self.error(
                 src.field_loc(&whole, "repeats"),
@@ -134,6 +157,16 @@ impl Builder {
                 .unwrap_or(0)
                 .max(d.repeats.unwrap_or(1))
                 .clamp(1, limits::MAX_REPEATS),
+            reference: d.reference.clone(),
+            reference_loc: d
+                .reference
+                .as_ref()
+                .and_then(|_| src.field_loc(&whole, "reference")),
+            reference_every_min: d.reference_every_min.unwrap_or(120).clamp(10, 24 * 60),
+            reference_runs: d
+                .reference_runs
+                .unwrap_or(6)
+                .clamp(2, limits::MAX_REFERENCE_RUNS),
             repeats_loc: d
                 .repeats
                 .as_ref()

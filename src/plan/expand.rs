@@ -252,14 +252,88 @@ impl Builder {
                             .unwrap_or(defaults.run_timeout_s),
                         skip_reason,
                         extra: repeat >= repeats,
+                        reference: false,
                     });
                 }
             }
         }
+        self.add_reference_runs(&mut runs, commits, defaults);
         if short_commit_template > 0 {
             self.warn(None, None, "short_hash", format!("{short_commit_template} commits are abbreviated hashes; `{{commit}}` in the human image template expands to the prefix (give full hashes or per-commit images)"));
         }
         runs
+    }
+}
+
+impl Builder {
+    /// The drift reference's runs (`[defaults] reference = "COMMIT/VARIANT"`): copies of
+    /// that commit's variant run, keyed `<commit>/<variant>/ref<K>`, after every other run.
+    /// The engine holds them back and releases them at the start, at the interval and at
+    /// the end (`engine::reference`).
+    fn add_reference_runs(
+        &mut self,
+        runs: &mut Vec<RunSpec>,
+        commits: &[CommitSpec],
+        d: &Defaults,
+    ) {
+        let Some(text) = d.reference.as_deref() else {
+            return;
+        };
+        let (commit, variant) = text.split_once('/').unwrap_or((text, "baseline"));
+        let commit = commit.trim().to_ascii_lowercase();
+        let matching: Vec<usize> = commits
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| commit.len() >= 7 && c.commit.starts_with(&commit))
+            .map(|(i, _)| i)
+            .collect();
+        let ci = match matching.as_slice() {
+            [one] => *one,
+            [] => {
+                self.error(
+                    d.reference_loc.clone(),
+                    None,
+                    "reference",
+                    format!("reference `{text}`: no commit of the plan starts with `{commit}` (give 7 or more hex digits of one, then /VARIANT)"),
+                );
+                return;
+            }
+            more => {
+                self.error(
+                    d.reference_loc.clone(),
+                    None,
+                    "reference",
+                    format!("reference `{text}`: `{commit}` names {} commits of the plan (give more of the hash)", more.len()),
+                );
+                return;
+            }
+        };
+        let Some(model) = runs
+            .iter()
+            .find(|r| r.commit == ci && r.variant.to_string() == variant.trim() && !r.extra)
+            .cloned()
+        else {
+            self.error(
+                d.reference_loc.clone(),
+                Some(&commits[ci].commit),
+                "reference",
+                format!("reference `{text}`: the commit has no `{}` run (its variants are the plan's `variants`)", variant.trim()),
+            );
+            return;
+        };
+        let base = model.key.split('/').take(2).collect::<Vec<_>>().join("/");
+        for k in 1..=d.reference_runs {
+            runs.push(RunSpec {
+                id: RunId(runs.len() as u32),
+                key: format!("{base}/ref{k}"),
+                repeat: 0,
+                warmup: false,
+                extra: false,
+                reference: true,
+                order: u8::MAX,
+                ..model.clone()
+            });
+        }
     }
 }
 

@@ -10,6 +10,8 @@ use super::*;
 /// takes minutes, so 100 repeats of one commit's three variants is already more than a
 /// night holds, while a typo (`4294967295`) would size the runs before anything runs.
 pub const MAX_REPEATS: u32 = 100;
+/// Drift reference runs a night may spend at most.
+pub const MAX_REFERENCE_RUNS: u32 = 50;
 
 /// Commits in one plan (inline and from `commits_file` together). A night holds ~100; a
 /// benchmark of 100 000 runs (`bench engine --runs 100000`) generates ~33 000.

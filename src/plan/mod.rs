@@ -115,6 +115,12 @@ pub struct Defaults {
     /// Repeats a variant may reach when its comparison stays unknown (adaptive repeats);
     /// `repeats` when the plan adds none.
     pub max_repeats: u32,
+    /// The drift reference (`COMMIT/VARIANT`), its interval and its most runs.
+    pub reference: Option<String>,
+    #[serde(skip)]
+    pub reference_loc: Option<Loc>,
+    pub reference_every_min: u32,
+    pub reference_runs: u32,
     pub warmup: Warmup,
     /// Requests sent to the server before each serving benchmark measures: the client's
     /// `--num-warmups` where it has one, else sent by the runtime (a recorded rewrite,
@@ -223,6 +229,10 @@ pub struct RunSpec {
     /// A repeat past the plan's `repeats` (adaptive): held back, and run only while the
     /// commit's comparison is unknown once its other runs have ended.
     pub extra: bool,
+    /// A drift reference run (`[defaults] reference`): the same commit and variant
+    /// benchmarked again at the start, at intervals and at the end; never a repeat in a
+    /// comparison.
+    pub reference: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -50,6 +50,13 @@ pub struct RawDefaults {
     /// the commit's comparison is still unknown, in the night's spare time (default:
     /// `repeats`, none added).
     pub max_repeats: Option<u32>,
+    /// Drift: a reference run (`COMMIT/VARIANT`, a commit of the plan) benchmarked at the
+    /// start, every `reference_every_min` minutes and at the end of the night, so that a
+    /// box drifting over the night is told from a change in the code.
+    pub reference: Option<String>,
+    pub reference_every_min: Option<u32>,
+    /// How many reference runs the night may spend at most (default 6).
+    pub reference_runs: Option<u32>,
     /// What the first of several repeats is for (default `none`).
     pub warmup: Option<Warmup>,
     /// Requests sent to the server before each serving benchmark measures (default 0).

@@ -28,6 +28,10 @@ pub struct RunInfo {
     /// unknown). Absent from older stores: false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub extra: bool,
+    /// A drift reference run (`[defaults] reference`): kept out of the comparisons, read
+    /// for the box's drift. Older stores: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reference: bool,
     pub model: Option<String>,
     /// `TYPE:COUNT`, e.g. `H100:1`.
     pub gpu: String,
@@ -55,6 +59,7 @@ impl RunInfo {
             repeat: spec.repeat,
             warmup: spec.warmup,
             extra: spec.extra,
+            reference: spec.reference,
             model: c.model.clone(),
             gpu: c.gpu.to_string(),
             gpus: spec.gpus,

@@ -64,6 +64,11 @@ pub fn entry(env: &Envelope, key: &dyn Fn(RunId) -> String) -> Option<Entry> {
             if detail.starts_with("operator") || detail.starts_with("skipped by the operator") {
                 return None;
             }
+            // Runs kept in reserve (adaptive repeats, references not yet due) are the
+            // plan's, not a decision of the night's.
+            if crate::state::in_reserve(&detail) {
+                return None;
+            }
             let what = match to {
                 RunState::Held { category } => format!("hold {} ({category})", key(*run)),
                 RunState::Finished {
@@ -76,6 +81,9 @@ pub fn entry(env: &Envelope, key: &dyn Fn(RunId) -> String) -> Option<Entry> {
                 RunState::Queued if detail.starts_with("extra repeat") => {
                     format!("add a repeat: {}", key(*run))
                 }
+                RunState::Queued if detail.starts_with("drift reference") => {
+                    format!("run the reference: {}", key(*run))
+                }
                 _ => return None,
             };
             Some(e("policy", what, detail, Some(*run)))
@@ -83,6 +91,12 @@ pub fn entry(env: &Envelope, key: &dyn Fn(RunId) -> String) -> Option<Entry> {
         Event::Paused { reason } if !reason.contains("by the operator") => {
             Some(e("policy", "pause the sweep".into(), reason.clone(), None))
         }
+        Event::Drift { shift } => Some(e(
+            "reference",
+            "the box drifted".into(),
+            shift.describe(),
+            None,
+        )),
         Event::ModelPaused { model, reason } => Some(e(
             "policy",
             format!("stop {model}'s runs"),

@@ -7,6 +7,7 @@ pub mod activity;
 pub mod cause;
 pub mod chart;
 pub mod comparable;
+pub mod drift;
 mod filter;
 pub mod groups;
 pub mod html;
@@ -93,6 +94,9 @@ pub struct Options {
     pub calibration: Calibration,
     /// Generated-token totals may differ by this fraction before throughput is incomparable.
     pub token_share: f64,
+    /// The night's drifts (reference runs), for flagging comparisons made across one:
+    /// [`build`] finds them in its docs; a read of kept rows is given them.
+    pub drifts: Vec<crate::stats::drift::Shift>,
 }
 
 impl Options {
@@ -112,6 +116,7 @@ impl Options {
                 ..stats::Config::default()
             },
             calibration: Calibration::default(),
+            drifts: Vec::new(),
             token_share: 0.05,
         }
     }
@@ -149,6 +154,10 @@ pub struct Cell {
     pub command: Option<String>,
     pub model: Option<String>,
     pub gpu_type: String,
+    /// When its counted repeats started, first and last (ms): whether a drift of the box
+    /// lies between its runs and another cell's.
+    #[serde(skip)]
+    pub span: Option<(u64, u64)>,
 }
 
 impl Cell {
@@ -264,7 +273,8 @@ pub struct Report {
 /// The repeats whose results count: successful and not warm-up.
 fn counted(doc: &RunDoc) -> Option<&AttemptDoc> {
     let a = doc.representative()?;
-    (a.status() == "success" && !doc.info.warmup).then_some(a)
+    // Warm-ups and drift references are stored and shown, never a repeat in a comparison.
+    (a.status() == "success" && !doc.info.warmup && !doc.info.reference).then_some(a)
 }
 
 fn cell(docs: &[&RunDoc], level: f64, cache: &mut comparable::CommandFacts) -> Option<Cell> {
@@ -343,6 +353,12 @@ fn cell(docs: &[&RunDoc], level: f64, cache: &mut comparable::CommandFacts) -> O
         command: info.command.clone(),
         model: info.model.clone(),
         gpu_type: info.gpu_type().to_string(),
+        span: docs.iter().filter_map(|d| counted(d)?.started_ms).fold(
+            None,
+            |acc: Option<(u64, u64)>, t| {
+                Some(acc.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))))
+            },
+        ),
     })
 }
 
@@ -359,7 +375,7 @@ fn compare(
     bands: &Calibration,
 ) -> Comparison {
     // A side with no result has nothing to compare: its setup is no reason to flag.
-    let flags = if a.n > 0 && b.n > 0 {
+    let mut flags = if a.n > 0 && b.n > 0 {
         comparable::flags(
             &a.facts,
             &b.facts,
@@ -370,6 +386,9 @@ fn compare(
     } else {
         Vec::new()
     };
+    if let (Some((a0, a1)), Some((b0, b1))) = (a.span, b.span) {
+        flags.extend(drift::flag(&opts.drifts, a0.min(b0), a1.max(b1)));
+    }
     let blocks_all = flags.iter().any(|f| f.scope == Scope::All);
     let blocks_tput = flags.iter().any(|f| f.scope == Scope::Throughput);
     let class = band::size_class(a.model.as_deref());
@@ -530,6 +549,15 @@ fn by_commit<'a>(docs: &[&'a RunDoc]) -> Vec<(String, String, Vec<Vec<&'a RunDoc
 
 /// Build the report from the runs (in plan order).
 pub fn build(docs: &[&RunDoc], opts: &Options) -> Report {
+    let mut with_drifts;
+    let opts = if opts.drifts.is_empty() {
+        with_drifts = opts.clone();
+        with_drifts.drifts =
+            drift::shifts_of(docs.iter().copied(), &opts.calibration, opts.stats.alpha);
+        &with_drifts
+    } else {
+        opts
+    };
     let commits = by_commit(docs);
     let groups: Vec<Group> = commits
         .iter()

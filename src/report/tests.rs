@@ -21,6 +21,7 @@ pub(crate) fn doc_with(
         repeat,
         warmup: false,
         extra: false,
+        reference: false,
         model: Some("org/m-8B".into()),
         gpu: "H100:1".into(),
         gpus: 1,
@@ -330,4 +331,59 @@ fn added_repeats_are_said_with_their_reason() {
         table.contains("n=3 (2 added: the comparison was unknown)"),
         "{table}"
     );
+}
+
+/// A drift between the baseline's run and the human's: the reference runs (the first at
+/// 0, the second at 2 h agreeing, the third at 4 h 10% slower) say the box changed between
+/// 2 h and 4 h; a comparison whose runs straddle that is flagged (the verdict stands), one
+/// whose runs are all before it is not, and a reference is never a repeat.
+#[test]
+fn comparisons_across_a_drift_are_flagged() {
+    let h = 3_600_000u64;
+    let at = |mut d: RunDoc, ms: u64| {
+        d.attempts[0].started_ms = Some(ms);
+        d
+    };
+    let reference = |k: u32, ms: u64, v: f64| {
+        let mut d = doc_with(
+            "c0",
+            Variant::Baseline,
+            0,
+            "x",
+            &[("output_throughput_tok_s", v)],
+        );
+        d.key = format!("c0/baseline/ref{k}");
+        d.info.key = d.key.clone();
+        d.info.reference = true;
+        at(d, ms)
+    };
+    let docs = [
+        at(doc("c0", Variant::Baseline, "x", 1000.0), 0),
+        reference(1, 0, 1000.0),
+        reference(2, 2 * h, 1004.0),
+        reference(3, 4 * h, 900.0),
+        at(doc("c1", Variant::Baseline, "x", 100.0), h),
+        at(doc("c1", Variant::Human, "x", 110.0), 5 * h),
+        at(doc("c2", Variant::Baseline, "x", 100.0), h / 2),
+        at(doc("c2", Variant::Human, "x", 110.0), h),
+    ];
+    let refs: Vec<&RunDoc> = docs.iter().collect();
+    let r = build(&refs, &opts());
+    let shifts = drift::shifts_of(refs.iter().copied(), &Calibration::default(), 0.05);
+    assert_eq!(shifts.len(), 1, "{shifts:?}");
+    assert_eq!((shifts[0].from_ms, shifts[0].to_ms), (2 * h, 4 * h));
+    let row = |c: &str| r.rows.iter().find(|x| x.commit == c).unwrap();
+    let codes =
+        |c: &str| -> Vec<&str> { row(c).comparisons[0].flags.iter().map(|f| f.code).collect() };
+    assert_eq!(codes("c1"), vec!["drift"]);
+    assert!(codes("c2").is_empty());
+    // A warning: the verdict stands, the table says why it may not.
+    assert!(row("c1").comparisons[0].verdict.is_some());
+    let t = render_table(&r);
+    assert!(
+        t.contains("measured across a drift of the box: reference c0/baseline/ref3 "),
+        "{t}"
+    );
+    // The reference runs are not the baseline's repeats.
+    assert_eq!(row("c0").cells[0].n, 1);
 }

@@ -171,6 +171,10 @@ pub fn inputs_of(
     ] {
         h.update(&x.to_bits().to_le_bytes());
     }
+    for s in &opts.drifts {
+        h.update(s.key.as_bytes());
+        h.update(&s.delta_pct.to_bits().to_le_bytes());
+    }
     for d in runs {
         h.update(&d.to_le_bytes());
     }

@@ -29,6 +29,7 @@
 pub mod adaptive;
 pub mod band;
 pub mod bootstrap;
+pub mod drift;
 pub mod ks;
 pub mod median;
 pub mod noise;

@@ -286,6 +286,7 @@ mod tests {
             repeat: 0,
             warmup: false,
             extra: false,
+            reference: false,
             model: Some("m".into()),
             gpu: "H100:1".into(),
             gpus: 1,
