@@ -144,3 +144,62 @@ fn a_reference_the_plan_cannot_run_is_refused_where_it_is_written() {
         "{e}"
     );
 }
+
+/// The order of first starts of a night of `plan` on `gpus` GPUs.
+async fn start_order(p: Arc<Plan>, gpus: u32) -> Vec<usize> {
+    let (engine, _cmds) = Engine::new(
+        p.clone(),
+        Arc::new(SimRuntime::new(Speed::Max)),
+        EngineOptions {
+            gpus,
+            seed: 7,
+            wait_for_operator: false,
+        },
+    );
+    let mut engine = engine.with_time_scale(0.0);
+    let log = Arc::new(Mutex::new(Vec::<u32>::new()));
+    let l2 = log.clone();
+    engine.observe(Box::new(move |env: &Envelope| {
+        if let Event::State {
+            run,
+            to: RunState::Active { .. },
+            ..
+        } = &env.event
+        {
+            let mut l = l2.lock().unwrap();
+            if !l.contains(&run.0) {
+                l.push(run.0);
+            }
+        }
+        Ok(())
+    }));
+    engine.run(CancellationToken::new()).await.unwrap();
+    let order = log.lock().unwrap().clone();
+    order.into_iter().map(|r| r as usize).collect()
+}
+
+/// asv's rounds: every commit's first round before any commit's second, so the box's slow
+/// drift over the night lands on every commit alike; `interleave = "commits"` keeps a
+/// commit's repeats back to back (a box short of disk pulls each image once).
+#[tokio::test]
+async fn repeats_are_interleaved_across_commits_in_rounds() {
+    let p = Arc::new(plan("repeats = 3").unwrap());
+    let order = start_order(p.clone(), 1).await;
+    let rounds: Vec<u32> = order.iter().map(|i| p.runs[*i].repeat).collect();
+    assert_eq!(rounds.len(), 12 * 2 * 3);
+    assert!(
+        rounds.windows(2).all(|w| w[0] <= w[1]),
+        "rounds in order: {rounds:?}"
+    );
+    // Within a round a commit's variants stay together.
+    let commits: Vec<usize> = order.iter().map(|i| p.runs[*i].commit).collect();
+    assert!(commits[..24].chunks(2).all(|c| c[0] == c[1]), "{commits:?}");
+
+    let p = Arc::new(plan("repeats = 3\ninterleave = \"commits\"").unwrap());
+    let order = start_order(p.clone(), 1).await;
+    let commits: Vec<usize> = order.iter().map(|i| p.runs[*i].commit).collect();
+    assert!(
+        commits[..6].iter().all(|c| *c == commits[0]),
+        "back to back: {commits:?}"
+    );
+}

@@ -316,8 +316,8 @@ impl Engine {
                     } else if *to != RunState::Queued {
                         self.queue.remove(i);
                     }
-                    if to.is_active() {
-                        self.queue.commit_started(self.rank(spec.commit), gpus);
+                    if to.is_active() && !spec.reference {
+                        self.queue.commit_started(self.queue_place(spec).0, gpus);
                     }
                 }
             }
@@ -688,13 +688,19 @@ impl Engine {
         self.ranks.get(&commit).copied().unwrap_or(commit)
     }
 
-    /// Where a queued run sorts: its commit's rank and its order there; a drift reference
-    /// ahead of everything (it is due now: at the start, at its interval, at the end).
+    /// Where a queued run sorts: its round, then its commit's rank, then its order there
+    /// (the queue keeps a round of a commit together: its variants back to back on the
+    /// same GPUs); a drift reference ahead of everything (it is due now: at the start, at
+    /// its interval, at the end).
     fn queue_place(&self, spec: &crate::plan::RunSpec) -> (usize, u8) {
         if spec.reference {
             (0, 0)
         } else {
-            (self.rank(spec.commit), spec.order)
+            let stride = self.plan.commits.len() + 1;
+            (
+                spec.round as usize * stride + self.rank(spec.commit) + 1,
+                spec.order,
+            )
         }
     }
 
@@ -719,8 +725,9 @@ impl Engine {
         };
         let spec = &self.plan.runs[i];
         let model = self.plan.commit_of(spec).model.as_deref();
-        let started = self.queue.is_started(self.rank(spec.commit));
-        let fits_now = self.queue.queued_gpus(self.rank(spec.commit)) <= self.pool.free();
+        let (place, _) = self.queue_place(spec);
+        let started = self.queue.is_started(place);
+        let fits_now = self.queue.queued_gpus(place) <= self.pool.free();
         w.may_start(
             std::time::Instant::now(),
             self.lengths.expect(model, w),
@@ -745,7 +752,13 @@ impl Engine {
         let mut out: Vec<String> = Vec::new();
         for (i, r) in self.state.runs.iter().enumerate() {
             let spec = &self.plan.runs[i];
-            if r.state == RunState::Queued && !self.queue.is_started(self.rank(spec.commit)) {
+            let commit_ran = || {
+                self.plan
+                    .runs
+                    .iter()
+                    .any(|s| s.commit == spec.commit && self.state.run(s.id).attempt > 0)
+            };
+            if r.state == RunState::Queued && !commit_ran() {
                 let c = &self.plan.commit_of(spec).commit;
                 let short: String = c.chars().take(8).collect();
                 if !out.contains(&short) {

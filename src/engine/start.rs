@@ -30,7 +30,7 @@ impl Engine {
                 return Ok(());
             };
             let spec = &self.plan.runs[index];
-            let preferred = self.queue.preferred(self.rank(spec.commit)).to_vec();
+            let preferred = self.queue.preferred(self.queue_place(spec).0).to_vec();
             let gpus = self
                 .pool
                 .take(spec.gpus, &preferred)
@@ -70,8 +70,10 @@ impl Engine {
         self.queue = Queue::default();
         for (i, r) in self.state.runs.iter().enumerate() {
             let spec = &self.plan.runs[i];
-            if r.attempt > 0 || !matches!(r.state, RunState::Queued | RunState::Active { .. }) {
-                self.queue.commit_started(self.rank(spec.commit), &r.gpus);
+            if !spec.reference
+                && (r.attempt > 0 || !matches!(r.state, RunState::Queued | RunState::Active { .. }))
+            {
+                self.queue.commit_started(self.queue_place(spec).0, &r.gpus);
             }
         }
         for (i, r) in self.state.runs.iter().enumerate() {
@@ -231,8 +233,8 @@ impl Engine {
             match &r.state {
                 RunState::Queued => {
                     let spec = &self.plan.runs[i];
-                    let rank = self.rank(spec.commit);
-                    let key = (!self.queue.is_started(rank), rank, spec.order, i);
+                    let (place, order) = self.queue_place(spec);
+                    let key = (!self.queue.is_started(place), place, order, i);
                     upcoming.push((key, img.clone()));
                     d.needed.insert(img.clone());
                     if let Some(h) = human.get(&spec.commit) {

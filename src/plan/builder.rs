@@ -157,6 +157,7 @@ impl Builder {
                 .unwrap_or(0)
                 .max(d.repeats.unwrap_or(1))
                 .clamp(1, limits::MAX_REPEATS),
+            interleave: d.interleave.unwrap_or_default(),
             reference: d.reference.clone(),
             reference_loc: d
                 .reference

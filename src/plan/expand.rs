@@ -252,6 +252,13 @@ impl Builder {
                             .unwrap_or(defaults.run_timeout_s),
                         skip_reason,
                         extra: repeat >= repeats,
+                        // A warm-up joins the round of the repeat it warms up for.
+                        round: match defaults.interleave {
+                            raw::Interleave::Rounds => repeat.saturating_sub(u32::from(
+                                repeats > 1 && defaults.warmup == Warmup::DiscardFirst,
+                            )),
+                            raw::Interleave::Commits => 0,
+                        },
                         reference: false,
                     });
                 }
@@ -329,6 +336,7 @@ impl Builder {
                 repeat: 0,
                 warmup: false,
                 extra: false,
+                round: 0,
                 reference: true,
                 order: u8::MAX,
                 ..model.clone()

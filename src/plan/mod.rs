@@ -25,7 +25,7 @@ pub mod template;
 pub use crate::command::{BenchKind, CommandView};
 pub use datasets::{expand_path, static_invocation, DATASET_HINT};
 pub use gpu::GpuConfig;
-pub use raw::{OnInvalid, SimSpec, Warmup};
+pub use raw::{Interleave, OnInvalid, SimSpec, Warmup};
 pub use schedule::schedule;
 pub use source::Loc;
 
@@ -115,6 +115,8 @@ pub struct Defaults {
     /// Repeats a variant may reach when its comparison stays unknown (adaptive repeats);
     /// `repeats` when the plan adds none.
     pub max_repeats: u32,
+    /// How repeats are spread over the night (asv's rounds by default).
+    pub interleave: raw::Interleave,
     /// The drift reference (`COMMIT/VARIANT`), its interval and its most runs.
     pub reference: Option<String>,
     #[serde(skip)]
@@ -229,6 +231,10 @@ pub struct RunSpec {
     /// A repeat past the plan's `repeats` (adaptive): held back, and run only while the
     /// commit's comparison is unknown once its other runs have ended.
     pub extra: bool,
+    /// Which round of the commit's repeats this run belongs to (`interleave = "rounds"`:
+    /// the scheduler runs every commit's round r before any round r+1); 0 with
+    /// `interleave = "commits"`.
+    pub round: u32,
     /// A drift reference run (`[defaults] reference`): the same commit and variant
     /// benchmarked again at the start, at intervals and at the end; never a repeat in a
     /// comparison.

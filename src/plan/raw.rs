@@ -63,6 +63,8 @@ pub struct RawDefaults {
     pub warmup_requests: Option<u32>,
     pub variants: Option<Vec<String>>,
     pub on_invalid: Option<OnInvalid>,
+    /// How repeats are ordered over the night (default `rounds`).
+    pub interleave: Option<Interleave>,
     pub vllm_src: Option<String>,
     /// Fetch model weights into `hf_cache` on the host before each server starts
     /// (default true); false leaves it to vLLM inside the container.
@@ -81,6 +83,20 @@ pub enum Warmup {
     /// The first repeat of each variant warms caches and clocks: it is run and stored, but
     /// left out of the statistics (and marked so).
     DiscardFirst,
+}
+
+/// How a plan's repeats are spread over the night.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Interleave {
+    /// asv's way: every commit's first round (each variant once), then every commit's
+    /// second, so a slow drift of the box over the night lands on every commit alike
+    /// rather than on the few whose repeats ran back to back while it moved.
+    #[default]
+    Rounds,
+    /// A commit's repeats back to back: its images are needed for the shortest time
+    /// (a box short of disk pulls each image once).
+    Commits,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
