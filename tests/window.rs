@@ -93,3 +93,59 @@ fn a_bad_window_is_refused_at_the_flag() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a clock"));
 }
+
+/// Adaptive repeats spend the window's spare time and no more: a step is released only
+/// while the window still has time for it (tonight's run lengths), so the night ends with
+/// every planned run done, some repeats added, none left queued for a window that closed,
+/// and the rest in reserve.
+#[test]
+fn added_repeats_stop_where_the_window_has_no_time_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = plan(tmp.path(), 2);
+    let text = std::fs::read_to_string(&plan)
+        .unwrap()
+        .replace("[defaults]\n", "[defaults]\nmax_repeats = 40\n");
+    std::fs::write(&plan, text).unwrap();
+    let store = tmp.path().join("store");
+    let t0 = Instant::now();
+    let out = headless_run(
+        &plan,
+        &[
+            "--gpus",
+            "2",
+            "--speed",
+            "100",
+            "--until",
+            "+30m",
+            "--store",
+            store.to_str().unwrap(),
+        ],
+    );
+    let took = t0.elapsed();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        took < Duration::from_secs(18 + 3 + 2),
+        "took {took:?}\n{text}"
+    );
+    let s = nightshift::store::Store::open(&store, false).unwrap();
+    let (mut added, mut reserve) = (0, 0);
+    for r in s.runs().values() {
+        match &r.record.state {
+            RunState::Finished {
+                outcome: nightshift::model::Outcome::Success,
+            } => added += usize::from(r.info.extra),
+            RunState::Finished {
+                outcome: nightshift::model::Outcome::Skipped { reason },
+            } if nightshift::state::in_reserve(reason) => reserve += 1,
+            RunState::Finished { .. } => {}
+            other => panic!("{} ended {other:?}\n{text}", r.key),
+        }
+        if !r.info.extra {
+            assert_eq!(r.record.attempt, 1, "{} planned and not run", r.key);
+        }
+    }
+    assert!(
+        added > 0 && reserve > 0,
+        "added {added}, in reserve {reserve}\n{text}"
+    );
+}

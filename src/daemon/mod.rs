@@ -350,7 +350,13 @@ fn night_window(
     let mut need: std::collections::BTreeMap<usize, f64> = Default::default();
     for (i, r) in state.runs.iter().enumerate() {
         let spec = &a.plan.runs[i];
-        if r.state == crate::model::RunState::Queued && spec.gpus <= a.gpus {
+        // Runs kept in reserve (adaptive repeats, drift references) are spare time's,
+        // not the night's need.
+        if r.state == crate::model::RunState::Queued
+            && spec.gpus <= a.gpus
+            && !spec.extra
+            && !spec.reference
+        {
             *need.entry(spec.commit).or_default() += spec.gpus as f64 * typical.as_secs_f64();
         }
     }

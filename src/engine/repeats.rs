@@ -38,6 +38,38 @@ pub fn open(
         .min_by(|a, b| a.total_cmp(b))
 }
 
+impl Engine {
+    /// Does the window (`--until`) leave time for one more step of a commit's repeats: its
+    /// variants' runs of `repeat`, after the `gpus_so_far` GPU-runs this look already
+    /// released, in waves of the box's GPUs (one more while runs in flight hold them),
+    /// each as long as tonight's runs of its model take? No window: always. A step that
+    /// fits adds its GPUs to `gpus_so_far`.
+    fn step_fits_window(&self, ids: &[RunId], repeat: u32, gpus_so_far: &mut u32) -> bool {
+        let Some(w) = &self.window else {
+            return true;
+        };
+        let step: Vec<&crate::plan::RunSpec> = ids
+            .iter()
+            .map(|id| &self.plan.runs[id.0 as usize])
+            .filter(|s| s.repeat == repeat)
+            .collect();
+        let Some(first) = step.first() else {
+            return true;
+        };
+        let model = self.plan.commit_of(first).model.as_deref();
+        let gpus: u32 = step.iter().map(|s| s.gpus).sum();
+        let all = *gpus_so_far + gpus;
+        let waves = all.div_ceil(self.opts.gpus.max(1)).max(1) + u32::from(all > self.pool.free());
+        let need = self.lengths.expect(model, w) * waves;
+        // As strict as the window is with the runs once queued (`window_allows`).
+        let fits = w.may_start(std::time::Instant::now(), need, true, true);
+        if fits {
+            *gpus_so_far = all;
+        }
+        fits
+    }
+}
+
 /// A commit whose runs have ended with held-back repeats left: (metric, size class,
 /// commit, the repeat to release, each variant's values).
 type Candidate<'a> = (&'a str, &'a str, usize, u32, Vec<(Variant, Vec<f64>)>);
@@ -155,6 +187,14 @@ impl Engine {
         // Closest to deciding first, then the plan's priority; as many commits as the box
         // has GPUs, so the most valuable run first and the next look sees their results.
         open_commits.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // Only what the window still has time for, the steps of this look together: a
+        // step the window would refuse to start is spare time the night does not have (it
+        // stays in reserve).
+        let mut gpus_so_far = 0;
+        open_commits.retain(|(_, _, commit, repeat, _)| {
+            let fits = self.step_fits_window(&by_commit[commit], *repeat, &mut gpus_so_far);
+            fits
+        });
         for (p, _, commit, repeat, n) in open_commits
             .into_iter()
             .take(self.opts.gpus.max(1) as usize)
