@@ -171,7 +171,7 @@ pub fn outcomes_svg(r: &Report) -> String {
         }
         let _ = write!(
             o,
-            "<text x=\"{:.1}\" y=\"{:.0}\">{} better / {} no change / {} worse / {} inconclusive</text>",
+            "<text x=\"{:.1}\" y=\"{:.0}\">{} better / {} same / {} worse / {} unknown</text>",
             x0 + 6.0,
             y + 13.0,
             c.better,

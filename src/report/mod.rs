@@ -256,6 +256,9 @@ pub struct Summary {
     pub flagged: usize,
     pub threshold_pct: f64,
     pub alpha: f64,
+    /// "Same" needs the interval on the change inside ± this, percent.
+    #[serde(default)]
+    pub same_within_pct: f64,
     /// Verdicts by method: how many came from the rank test, a noise band, the
     /// uncalibrated threshold; `uncalibrated > 0` means the report must say so.
     pub by_method: BTreeMap<String, usize>,
@@ -596,6 +599,7 @@ impl Summary {
         Summary {
             threshold_pct: opts.stats.min_effect_pct,
             alpha: opts.stats.alpha,
+            same_within_pct: opts.stats.same_within_pct,
             commits,
             ..Default::default()
         }

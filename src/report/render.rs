@@ -169,22 +169,23 @@ pub(super) fn table_row(row: &CommitRow, summary: &Summary) -> String {
     o
 }
 
-fn outcomes(w: &Outcomes) -> String {
-    let mut s = format!(
-        "{} better / {} no change / {} worse",
-        w.better, w.no_change, w.worse
-    );
-    if w.inconclusive > 0 {
-        let _ = write!(s, " / {} inconclusive", w.inconclusive);
-    }
-    s
+/// The three kinds: "3 different (2 better, 1 worse) / 4 same / 9 unknown".
+pub fn outcomes(w: &Outcomes) -> String {
+    format!(
+        "{} different ({} better, {} worse) / {} same / {} unknown",
+        w.better + w.worse,
+        w.better,
+        w.worse,
+        w.no_change,
+        w.inconclusive
+    )
 }
 
 /// How verdicts were reached, in one sentence a reader can check.
 pub fn method_note(s: &Summary) -> String {
     let mut o = format!(
-        "a change counts when it exceeds {}% and a test passes at α={}",
-        s.threshold_pct, s.alpha
+        "different when the change exceeds {}% and a test passes at α={}; same when the interval on the change lies within ±{}%; else unknown",
+        s.threshold_pct, s.alpha, s.same_within_pct
     );
     let bands: Vec<String> = s
         .bands
@@ -216,7 +217,7 @@ pub fn render_summary(s: &Summary, md: bool) -> String {
     let b = if md { "- " } else { "  " };
     let _ = writeln!(
         o,
-        "{}Summary (better/no change/worse by median; {})",
+        "{}Summary (different / same / unknown; {})",
         if md { "## " } else { "" },
         method_note(s)
     );

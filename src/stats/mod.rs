@@ -94,11 +94,14 @@ impl Verdict {
             Verdict::Inconclusive => "inconclusive",
         }
     }
-    /// For people: "no change" rather than the identifier.
+    /// For people, Pinpoint's three kinds with a difference's direction: "better" or
+    /// "worse" (different), "same", "unknown".
     pub fn words(self) -> &'static str {
         match self {
-            Verdict::NoChange => "no change",
-            v => v.as_str(),
+            Verdict::Better => "better",
+            Verdict::Worse => "worse",
+            Verdict::NoChange => "same",
+            Verdict::Inconclusive => "unknown",
         }
     }
     /// The verdict's kind, Pinpoint's three: different / same / unknown.

@@ -53,7 +53,7 @@ fn short(v: Verdict) -> &'static str {
         Verdict::Better => "better",
         Verdict::Worse => "worse",
         Verdict::NoChange => "same",
-        Verdict::Inconclusive => "?",
+        Verdict::Inconclusive => "unknown",
     }
 }
 
