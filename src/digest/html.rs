@@ -131,7 +131,7 @@ pub fn render(d: &Digest) -> String {
     }
     o.push_str("</table>");
     let s = &d.report.summary;
-    let outcomes = |w: &crate::report::Outcomes| format!("{}", crate::report::render::outcomes(w));
+    let outcomes = |w: &crate::report::Outcomes| crate::report::render::outcomes(w);
     let _ = write!(
         o,
         "<p>{} of {} commits have a usable 3-way comparison (named before the night: {}; failed during the night: {}); human vs baseline: {}.</p>",

@@ -192,8 +192,7 @@ impl Engine {
         // stays in reserve).
         let mut gpus_so_far = 0;
         open_commits.retain(|(_, _, commit, repeat, _)| {
-            let fits = self.step_fits_window(&by_commit[commit], *repeat, &mut gpus_so_far);
-            fits
+            self.step_fits_window(&by_commit[commit], *repeat, &mut gpus_so_far)
         });
         for (p, _, commit, repeat, n) in open_commits
             .into_iter()
