@@ -12,6 +12,7 @@ pub mod command;
 pub mod daemon;
 pub mod diagnose;
 pub mod digest;
+pub mod dirs;
 pub mod disk;
 pub mod engine;
 pub mod eta;

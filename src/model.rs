@@ -135,9 +135,61 @@ impl fmt::Display for Stage {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Outcome {
     Success,
-    Failed { category: Category },
-    Skipped { reason: String },
+    Failed {
+        category: Category,
+    },
+    /// Set aside: `by` says who and why as a type (behaviour reads it), `reason` in words
+    /// (people read it; rewording it changes nothing).
+    Skipped {
+        reason: String,
+        #[serde(default, skip_serializing_if = "SkipBy::is_unknown")]
+        by: SkipBy,
+    },
     Cancelled,
+}
+
+/// Who set a run aside.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipBy {
+    /// A skip stored before skips had a type: [`Outcome::skipped_by`] reads its words once.
+    #[default]
+    Unknown,
+    /// The plan or what was known before the night: `skip = true`, an invalid command, no
+    /// image, preflight, more GPUs than the box has.
+    Plan,
+    /// An operator (`s`, `S`, a failure group, `:skip-category`): `u` may undo it.
+    Operator,
+    /// The policy after a diagnosis (a category it skips, a commit-wide decision).
+    Policy,
+    /// Not run because another run of its model was refused (a gated model): `run
+    /// --retry-failed gated_model_auth` brings it back with that category.
+    ModelRefused,
+    /// Kept in reserve until spare time asks for it: an adaptive repeat held back, a drift
+    /// reference not yet due. Not part of the night's progress.
+    Reserve,
+}
+
+impl SkipBy {
+    pub fn is_unknown(&self) -> bool {
+        *self == SkipBy::Unknown
+    }
+
+    /// An old store's skip, from its words (the only place words decide: stores written
+    /// since carry the type).
+    pub fn of_text(reason: &str) -> SkipBy {
+        if reason.starts_with(crate::state::SKIPPED_BY_OPERATOR) {
+            SkipBy::Operator
+        } else if reason.starts_with(crate::category::NOT_RUN_GATED) {
+            SkipBy::ModelRefused
+        } else if reason.starts_with(crate::state::HELD_BACK)
+            || reason.starts_with(crate::state::REFERENCE_WAITS)
+        {
+            SkipBy::Reserve
+        } else {
+            SkipBy::Plan
+        }
+    }
 }
 
 impl Outcome {
@@ -155,13 +207,39 @@ impl Outcome {
             _ => None,
         }
     }
+
+    /// A skip, by whom (its type; an old store's read from its words).
+    pub fn skipped(by: SkipBy, reason: impl Into<String>) -> Outcome {
+        Outcome::Skipped {
+            reason: reason.into(),
+            by,
+        }
+    }
+
+    /// Who set it aside, when it is a skip.
+    pub fn skipped_by(&self) -> Option<SkipBy> {
+        match self {
+            Outcome::Skipped { by, reason } => Some(match by {
+                SkipBy::Unknown => SkipBy::of_text(reason),
+                b => *b,
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl RunState {
+    /// A run kept in reserve (an adaptive repeat held back, a reference not yet due).
+    pub fn in_reserve(&self) -> bool {
+        matches!(self, RunState::Finished { outcome } if outcome.skipped_by() == Some(SkipBy::Reserve))
+    }
 }
 
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Outcome::Failed { category } => write!(f, "failed({category})"),
-            Outcome::Skipped { reason } => write!(f, "skipped({reason})"),
+            Outcome::Skipped { reason, .. } => write!(f, "skipped({reason})"),
             o => f.write_str(o.status()),
         }
     }
@@ -298,7 +376,7 @@ mod tests {
             },
         });
         v.push(RunState::Finished {
-            outcome: Outcome::Skipped { reason: "x".into() },
+            outcome: Outcome::skipped(SkipBy::Plan, "x"),
         });
         v.push(RunState::Finished {
             outcome: Outcome::Cancelled,
@@ -398,7 +476,7 @@ mod tests {
                     stage: Stage::Benchmarking,
                 },
                 Finished {
-                    outcome: Outcome::Skipped { reason: "r".into() },
+                    outcome: Outcome::skipped(SkipBy::Plan, "r"),
                 },
             ),
             (
@@ -471,6 +549,29 @@ mod tests {
         }
         assert!("agent:".parse::<Variant>().is_err());
         assert!("robot".parse::<Variant>().is_err());
+    }
+
+    /// A skip carries who set it aside as a type; a store written before the type reads
+    /// it from the words once, and rewording a reason changes nothing for new ones.
+    #[test]
+    fn skips_carry_their_kind_and_old_stores_read_it_from_the_words() {
+        let old: Outcome =
+            serde_json::from_str(r#"{"status":"skipped","reason":"skipped by the operator"}"#)
+                .unwrap();
+        assert_eq!(old.skipped_by(), Some(SkipBy::Operator));
+        let old_gated: Outcome = serde_json::from_str(&format!(
+            r#"{{"status":"skipped","reason":"{}m is gated"}}"#,
+            crate::category::NOT_RUN_GATED
+        ))
+        .unwrap();
+        assert_eq!(old_gated.skipped_by(), Some(SkipBy::ModelRefused));
+        let new = Outcome::skipped(SkipBy::Reserve, "reworded at will");
+        let text = serde_json::to_string(&new).unwrap();
+        assert!(text.contains(r#""by":"reserve""#), "{text}");
+        let back: Outcome = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.skipped_by(), Some(SkipBy::Reserve));
+        assert!(RunState::Finished { outcome: back }.in_reserve());
+        assert_eq!(Outcome::Success.skipped_by(), None);
     }
 }
 

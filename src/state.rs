@@ -129,16 +129,13 @@ impl Progress {
 pub const HELD_BACK: &str =
     "extra repeat held back: run only while the commit's comparison is unknown (max_repeats)";
 
+/// The reason every skip the operator asked for starts with (`u` may undo those).
+pub const SKIPPED_BY_OPERATOR: &str = "skipped by the operator";
+
 /// The reason a drift reference run carries while it waits to be due (see
 /// `engine::reference`).
 pub const REFERENCE_WAITS: &str =
     "drift reference waiting: run at its interval and at the night's end (reference_every_min)";
-
-/// A run kept in reserve (an adaptive repeat held back, a reference not yet due): out of
-/// the night's progress until released.
-pub fn in_reserve(reason: &str) -> bool {
-    reason.starts_with(HELD_BACK) || reason.starts_with(REFERENCE_WAITS)
-}
 
 impl Counts {
     pub fn done(&self) -> usize {
@@ -343,9 +340,7 @@ impl SweepState {
                 p.not_runnable += 1;
                 continue;
             }
-            if matches!(&r.state, RunState::Finished { outcome: Outcome::Skipped { reason } }
-                if in_reserve(reason))
-            {
+            if r.state.in_reserve() {
                 p.in_reserve += 1;
                 continue;
             }
@@ -525,9 +520,10 @@ mod tests {
 
     fn skipped() -> RunState {
         RunState::Finished {
-            outcome: Outcome::Skipped {
-                reason: "skipped by the operator: all image_not_found".into(),
-            },
+            outcome: Outcome::skipped(
+                crate::model::SkipBy::Operator,
+                "skipped by the operator: all image_not_found",
+            ),
         }
     }
 

@@ -115,7 +115,7 @@ async fn adaptive_repeats_leave_fewer_unknown_verdicts_and_never_jump_the_queue(
     // Every planned run ran; only held-back repeats may end not run.
     for spec in &adaptive.runs {
         let r = st_a.run(spec.id);
-        let held_back = matches!(&r.state, RunState::Finished { outcome: Outcome::Skipped { reason } } if reason.starts_with(HELD_BACK));
+        let held_back = matches!(&r.state, RunState::Finished { outcome: Outcome::Skipped { reason, .. } } if reason.starts_with(HELD_BACK));
         assert!(spec.extra || !held_back, "{} held back", spec.key);
         if !spec.extra {
             assert!(r.attempt >= 1, "{} never ran", spec.key);

@@ -112,9 +112,9 @@ async fn references_run_at_the_start_at_intervals_and_at_the_end() {
                 outcome: Outcome::Success,
             } => {}
             RunState::Finished {
-                outcome: Outcome::Skipped { reason },
+                outcome: Outcome::Skipped { reason, .. },
             } => {
-                assert!(nightshift::state::in_reserve(reason), "{reason}")
+                assert!(r.state.in_reserve(), "{reason}")
             }
             other => panic!("reference {id:?} ended {other:?}"),
         }

@@ -182,7 +182,7 @@ async fn operator_skip_and_cancel_end_queued_runs() {
         (2, 1, 1)
     );
     assert!(
-        matches!(&st.run(RunId(2)).state, RunState::Finished { outcome: Outcome::Skipped { reason } } if reason.contains("operator"))
+        matches!(&st.run(RunId(2)).state, RunState::Finished { outcome: Outcome::Skipped { reason, .. } } if reason.contains("operator"))
     );
 }
 

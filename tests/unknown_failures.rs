@@ -697,7 +697,7 @@ async fn skipping_a_category_holds_for_the_rest_of_the_night() {
         .iter()
         .filter_map(|r| match &r.state {
             RunState::Finished {
-                outcome: Outcome::Skipped { reason },
+                outcome: Outcome::Skipped { reason, .. },
             } => Some(reason.as_str()),
             _ => None,
         })

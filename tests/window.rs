@@ -135,8 +135,8 @@ fn added_repeats_stop_where_the_window_has_no_time_left() {
                 outcome: nightshift::model::Outcome::Success,
             } => added += usize::from(r.info.extra),
             RunState::Finished {
-                outcome: nightshift::model::Outcome::Skipped { reason },
-            } if nightshift::state::in_reserve(reason) => reserve += 1,
+                outcome: nightshift::model::Outcome::Skipped { .. },
+            } if r.record.state.in_reserve() => reserve += 1,
             RunState::Finished { .. } => {}
             other => panic!("{} ended {other:?}\n{text}", r.key),
         }

@@ -128,6 +128,7 @@ async fn attach_async(store: &Path, started: Option<Started>) -> i32 {
         // A daemon that finishes says so (its last events); one that stops on a failure
         // says why; one that crashes says nothing.
         let (mut saw_end, mut stopped_for) = (false, None);
+        let mut told_unknown = false;
         while let Ok(Some(l)) = lines.next_line().await {
             let m = match serde_json::from_str::<DaemonMsg>(&l) {
                 Ok(DaemonMsg::Event { env }) => {
@@ -140,11 +141,29 @@ async fn attach_async(store: &Path, started: Option<Started>) -> i32 {
                     }
                     Incoming::Event(env)
                 }
-                Ok(DaemonMsg::Resync { state, .. }) => {
+                Ok(DaemonMsg::Resync { state, dropped }) => {
                     saw_end |= state.finished;
-                    Incoming::State(state)
+                    if in_tx.send(Incoming::State(state)).is_err() {
+                        break;
+                    }
+                    Incoming::Note(format!(
+                        "this client fell behind: {dropped} event(s) dropped, the sweep's state sent again (the log panes miss their lines)"
+                    ))
                 }
-                _ => continue,
+                Ok(DaemonMsg::Refused { why }) => {
+                    Incoming::Note(format!("the daemon refused: {why}"))
+                }
+                Ok(_) => continue,
+                // Said once, not skipped in silence: a newer daemon speaks of things this
+                // client cannot show.
+                Err(_) if !told_unknown => {
+                    told_unknown = true;
+                    let head: String = l.chars().take(60).collect();
+                    Incoming::Note(format!(
+                        "a message this client does not understand (a newer daemon?): {head}…"
+                    ))
+                }
+                Err(_) => continue,
             };
             if in_tx.send(m).is_err() {
                 break;

@@ -8,8 +8,10 @@ use crate::state::SweepState;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// Bumped on any change a client of the previous version could misread.
-pub const VERSION: u32 = 1;
+/// Bumped on any change a client of the previous version could misread. 2: runs carry
+/// per-request quantiles (`Event::Requests`), drifts (`Event::Drift`, `SweepState.drifts`),
+/// and skips their kind (`Outcome::Skipped.by`).
+pub const VERSION: u32 = 2;
 
 /// How much of the activity log a welcome carries (the TUI keeps as many).
 pub const ACTIVITY_SENT: usize = 2000;

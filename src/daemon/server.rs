@@ -667,19 +667,32 @@ async fn attached(
             },
             line = lines.next() => match line {
                 Some(Ok(l)) => {
-                    if let Ok(ClientMsg::Command { command }) = serde_json::from_str(&l) {
-                        let inner = match &command {
-                            Command::Signed { command, .. } => command.as_ref(),
-                            c => c,
-                        };
-                        match inner {
-                            // "Stop the sweep" from a client is the daemon's to carry out.
-                            Command::Shutdown => hub.stop(true),
-                            // The disk watch's own command is not a client's to send.
-                            Command::DiskSpace { .. } => {}
-                            _ => {
-                                let _ = hub.cmds.send(signed_by_peer(command, peer));
+                    match serde_json::from_str(&l) {
+                        Ok(ClientMsg::Command { command }) => {
+                            let inner = match &command {
+                                Command::Signed { command, .. } => command.as_ref(),
+                                c => c,
+                            };
+                            match inner {
+                                // "Stop the sweep" from a client is the daemon's to carry out.
+                                Command::Shutdown => hub.stop(true),
+                                // The engine's own commands are not a client's to send.
+                                Command::DiskSpace { .. } => {
+                                    let why = "the disk watch's command is the daemon's own, not a client's".to_string();
+                                    send(w, &DaemonMsg::Refused { why }).await?;
+                                    flush(w).await?;
+                                }
+                                _ => {
+                                    let _ = hub.cmds.send(signed_by_peer(command, peer));
+                                }
                             }
+                        }
+                        // Answered, not skipped: the client learns its message went nowhere.
+                        Ok(ClientMsg::Hello { .. }) | Err(_) => {
+                            let head: String = l.chars().take(60).collect();
+                            let why = format!("not a command this daemon knows (protocol {}): {head}", protocol::VERSION);
+                            send(w, &DaemonMsg::Refused { why }).await?;
+                            flush(w).await?;
                         }
                     }
                 }

@@ -302,9 +302,10 @@ fn plan_and_log_text_is_inert_in_the_digest() {
 /// A run held on image_not_found and then skipped with `S`, as the store reads it.
 fn skipped_after(commit: &str, variant: Variant, category: Category) -> RunDoc {
     let skipped = RunState::Finished {
-        outcome: Outcome::Skipped {
-            reason: format!("skipped by the operator: all {category}"),
-        },
+        outcome: Outcome::skipped(
+            crate::model::SkipBy::Operator,
+            format!("skipped by the operator: all {category}"),
+        ),
     };
     let mut d = doc(commit, variant, RunState::Held { category }, None);
     d.record.state = skipped.clone();

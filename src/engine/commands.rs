@@ -13,7 +13,7 @@ fn word(s: &RunState) -> String {
 }
 
 /// The reason an operator's skip carries (an undo is only for these).
-pub(super) const SKIPPED_BY_OPERATOR: &str = "skipped by the operator";
+pub(super) use crate::state::SKIPPED_BY_OPERATOR;
 
 impl Engine {
     pub(super) fn on_command(&mut self, cmd: Command) -> anyhow::Result<()> {
@@ -100,18 +100,18 @@ impl Engine {
             }
             Command::Skip { .. } => {
                 let to = RunState::Finished {
-                    outcome: Outcome::Skipped {
-                        reason: String::new(),
-                    },
+                    outcome: Outcome::skipped(SkipBy::Plan, String::new()),
                 };
                 crate::model::transition(now, &to)
                     .is_err()
                     .then(|| format!("{run} is {now}: nothing to skip"))
             }
             Command::Unskip { .. } => match now {
-                RunState::Finished {
-                    outcome: Outcome::Skipped { reason },
-                } if reason.starts_with(SKIPPED_BY_OPERATOR) => None,
+                RunState::Finished { outcome }
+                    if outcome.skipped_by() == Some(SkipBy::Operator) =>
+                {
+                    None
+                }
                 _ => Some(format!(
                     "{run} is {now}, no longer a run the operator skipped: nothing to undo"
                 )),
@@ -138,7 +138,7 @@ impl Engine {
                     self.requeue(run, Some(r))?;
                 }
             }
-            Command::Skip { run } => self.skip(run, SKIPPED_BY_OPERATOR)?,
+            Command::Skip { run } => self.skip(run, SkipBy::Operator, SKIPPED_BY_OPERATOR)?,
             Command::Unskip { run } => {
                 self.not_before.remove(&run);
                 // A held run goes back to being held, with its diagnosis: undoing a skip
@@ -176,7 +176,11 @@ impl Engine {
                         _ => false,
                     };
                     if matches {
-                        self.skip(id, &format!("{SKIPPED_BY_OPERATOR}: all {category}"))?;
+                        self.skip(
+                            id,
+                            SkipBy::Operator,
+                            &format!("{SKIPPED_BY_OPERATOR}: all {category}"),
+                        )?;
                     }
                 }
             }
@@ -269,18 +273,16 @@ impl Engine {
         Ok(())
     }
 
-    pub(super) fn skip(&mut self, run: RunId, reason: &str) -> anyhow::Result<()> {
+    pub(super) fn skip(&mut self, run: RunId, by: SkipBy, reason: &str) -> anyhow::Result<()> {
         if run.0 as usize >= self.state.runs.len() {
             return Ok(());
         }
         let st = self.state.run(run).state.clone();
         let to = RunState::Finished {
-            outcome: Outcome::Skipped {
-                reason: reason.into(),
-            },
+            outcome: Outcome::skipped(by, reason),
         };
         if crate::model::transition(&st, &to).is_ok() {
-            if reason.starts_with(SKIPPED_BY_OPERATOR) && matches!(st, RunState::Held { .. }) {
+            if by == SkipBy::Operator && matches!(st, RunState::Held { .. }) {
                 self.before_skip.insert(run, st);
             }
             self.set_state(run, to, Some(reason.into()))?;

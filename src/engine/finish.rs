@@ -276,7 +276,7 @@ impl Engine {
             .map(|s| s.id)
             .collect();
         for id in same {
-            self.skip(id, &format!(
+            self.skip(id, crate::model::SkipBy::ModelRefused, &format!(
                 "{NOT_RUN_GATED}{model} is gated or needs a token with access (run {run} was refused); `run --retry-failed {category}` once it has"
             ))?;
         }

@@ -53,7 +53,11 @@ impl Engine {
             match &what {
                 GroupDecision::Skip => self.skip(
                     run,
-                    &format!("skipped by the operator: failure group {kind}"),
+                    crate::model::SkipBy::Operator,
+                    &format!(
+                        "{}: failure group {kind}",
+                        crate::state::SKIPPED_BY_OPERATOR
+                    ),
                 )?,
                 GroupDecision::Retry if queued => {
                     // Waiting out a backoff: it goes now.
@@ -95,9 +99,10 @@ impl Engine {
             )?;
             return self.skip(
                 run,
+                crate::model::SkipBy::Operator,
                 &format!(
                     "{}: all {category} (the operator's rule for the night; {covered} run(s) since)",
-                    super::commands::SKIPPED_BY_OPERATOR
+                    crate::state::SKIPPED_BY_OPERATOR
                 ),
             );
         }

@@ -16,7 +16,7 @@ mod start;
 use crate::category::{Action, Category};
 use crate::diagnose::{self, Catalog, FailureContext, RecipeBook, RecipeScope, Scanner};
 use crate::event::{now_ms, Command, Envelope, Event, Finding, ImageStatus};
-use crate::model::{Outcome, RunId, RunState, Stage, Stream};
+use crate::model::{Outcome, RunId, RunState, SkipBy, Stage, Stream};
 use crate::observer::Observer;
 use crate::parse::{self, StreamParser};
 use crate::plan::{BenchKind, Plan};
@@ -617,17 +617,17 @@ impl Engine {
             // A run that needs more GPUs than this sweep has stays queued: the next `run`
             // with the GPUs (`--gpus N`, another box) picks it up. Skipping it would be for good.
             if let Some(reason) = spec.skip_reason.clone() {
-                self.skip(id, &reason)?;
+                self.skip(id, SkipBy::Plan, &reason)?;
                 continue;
             }
             // Adaptive repeats wait until their commit's comparison asks for them.
             if spec.extra {
-                self.skip(id, repeats::HELD_BACK)?;
+                self.skip(id, SkipBy::Reserve, repeats::HELD_BACK)?;
                 continue;
             }
             // Drift references after the night's first wait until they are due.
             if spec.reference && plan.runs.iter().any(|s| s.reference && s.id < id) {
-                self.skip(id, reference::REFERENCE_WAITS)?;
+                self.skip(id, SkipBy::Reserve, reference::REFERENCE_WAITS)?;
                 continue;
             }
             let commit = plan.commit_of(spec);

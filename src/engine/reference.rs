@@ -46,8 +46,7 @@ impl Engine {
     }
 
     fn waiting(&self, id: RunId) -> bool {
-        matches!(&self.state.run(id).state,
-            RunState::Finished { outcome: Outcome::Skipped { reason } } if reason.starts_with(REFERENCE_WAITS))
+        self.plan.runs[id.0 as usize].reference && self.state.run(id).state.in_reserve()
     }
 
     /// The reference interval in this engine's time.

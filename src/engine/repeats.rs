@@ -98,11 +98,8 @@ impl Engine {
             return Ok(());
         }
         self.repeats_looked_at = Some((ended, attempts));
-        let held_back = |id: RunId, st: &RunState| {
-            plan.runs[id.0 as usize].extra
-                && matches!(st, RunState::Finished { outcome: Outcome::Skipped { reason } }
-                    if reason.starts_with(HELD_BACK))
-        };
+        let held_back =
+            |id: RunId, st: &RunState| plan.runs[id.0 as usize].extra && st.in_reserve();
         let steps = Steps {
             min: plan.defaults.repeats as usize,
             step: 1,

@@ -34,11 +34,7 @@ fn now() -> u64 {
 
 /// `$XDG_CACHE_HOME/nightshift/preflight.json` (else `~/.cache/…`).
 pub fn default_path() -> Option<PathBuf> {
-    std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .map(|d| d.join("nightshift").join("preflight.json"))
+    crate::dirs::cache_root().map(|d| d.join("preflight.json"))
 }
 
 impl LookupCache {

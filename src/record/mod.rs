@@ -444,7 +444,7 @@ impl ResultRecord {
             .filter(|_| a.status() != "success")
             .or_else(|| match &a.end {
                 Some(RunState::Finished {
-                    outcome: crate::model::Outcome::Skipped { reason },
+                    outcome: crate::model::Outcome::Skipped { reason, .. },
                 }) => Some(reason.clone()),
                 _ => None,
             });

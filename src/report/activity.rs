@@ -3,7 +3,7 @@
 //! source for the TUI's activity pane, `show` and the digest: all fold the same events.
 
 use crate::event::{Command, Envelope, Event};
-use crate::model::{Outcome, RunId, RunState};
+use crate::model::{Outcome, RunId, RunState, SkipBy};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,12 +61,16 @@ pub fn entry(env: &Envelope, key: &dyn Fn(RunId) -> String) -> Option<Entry> {
         } => {
             let detail = detail.clone().unwrap_or_default();
             // The operator's own changes are logged with their command.
-            if detail.starts_with("operator") || detail.starts_with("skipped by the operator") {
+            let skipped_by = match to {
+                RunState::Finished { outcome } => outcome.skipped_by(),
+                _ => None,
+            };
+            if detail.starts_with("operator") || skipped_by == Some(SkipBy::Operator) {
                 return None;
             }
             // Runs kept in reserve (adaptive repeats, references not yet due) are the
             // plan's, not a decision of the night's.
-            if crate::state::in_reserve(&detail) {
+            if skipped_by == Some(SkipBy::Reserve) {
                 return None;
             }
             let what = match to {

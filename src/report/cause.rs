@@ -116,9 +116,10 @@ mod tests {
 
     fn skipped() -> RunState {
         RunState::Finished {
-            outcome: Outcome::Skipped {
-                reason: "skipped by the operator: all image_not_found".into(),
-            },
+            outcome: Outcome::skipped(
+                crate::model::SkipBy::Operator,
+                "skipped by the operator: all image_not_found",
+            ),
         }
     }
 

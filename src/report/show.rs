@@ -242,9 +242,10 @@ mod tests {
     fn an_attempt_skipped_before_it_started_prints_no_times() {
         use crate::record::StateChange;
         let skipped = RunState::Finished {
-            outcome: Outcome::Skipped {
-                reason: "skipped by the operator: all image_not_found".into(),
-            },
+            outcome: Outcome::skipped(
+                crate::model::SkipBy::Operator,
+                "skipped by the operator: all image_not_found",
+            ),
         };
         let held = RunState::Held {
             category: Category::ImageNotFound,

@@ -85,11 +85,11 @@ pub fn reconstruct(
             | RunState::Held { category } => Some(*category),
             // Not run because another run of its model was refused (see the engine's
             // `end_model_runs`): it comes back with that category.
-            RunState::Finished {
-                outcome: Outcome::Skipped { reason },
-            } => reason
-                .strip_prefix(crate::category::NOT_RUN_GATED)
-                .map(|_| Category::GatedModelAuth),
+            RunState::Finished { outcome }
+                if outcome.skipped_by() == Some(crate::model::SkipBy::ModelRefused) =>
+            {
+                Some(Category::GatedModelAuth)
+            }
             _ => None,
         };
         if let (Some(want), Some(cat)) = (&opts.retry_failed, failed) {
@@ -363,10 +363,10 @@ mod tests {
 
     #[test]
     fn runs_not_tried_for_a_gated_model_come_back_with_retry_failed() {
+        // As an older store has them: the kind read from the words (a new store carries
+        // `SkipBy::ModelRefused` from the engine).
         let skipped = |reason: &str| RunState::Finished {
-            outcome: Outcome::Skipped {
-                reason: reason.into(),
-            },
+            outcome: Outcome::skipped(crate::model::SkipBy::Unknown, reason),
         };
         let mut docs = BTreeMap::new();
         let gated = format!("{}m is gated", crate::category::NOT_RUN_GATED);

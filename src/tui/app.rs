@@ -456,7 +456,9 @@ impl App {
                 return r.clone();
             }
         }
-        let r = Arc::new(crate::tui::export::report(self).1);
+        let docs = self.docs();
+        let refs: Vec<&crate::record::RunDoc> = docs.iter().collect();
+        let r = Arc::new(crate::report::build(&refs, &self.report_options()));
         *self.report.borrow_mut() = Some((key, r.clone()));
         r
     }

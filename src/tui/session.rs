@@ -25,6 +25,9 @@ pub enum Incoming {
     Event(Envelope),
     /// The sweep's whole state (after the client fell behind and events were dropped).
     State(SweepState),
+    /// Something the operator should read about the link itself (events dropped, a
+    /// message refused or not understood): a toast.
+    Note(String),
 }
 
 /// Resolves when the sweep on the other side is gone (finished, stopped, disconnected).
@@ -67,6 +70,7 @@ pub(super) fn take(app: &mut App, m: Incoming) {
     match m {
         Incoming::Event(env) => app.on_envelope(&env),
         Incoming::State(st) => app.on_state(st),
+        Incoming::Note(text) => app.toast = Some(text),
     }
 }
 

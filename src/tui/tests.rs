@@ -191,9 +191,7 @@ pub fn scene() -> App {
         60_000,
         4,
         RunState::Finished {
-            outcome: Outcome::Skipped {
-                reason: "no image".into(),
-            },
+            outcome: Outcome::skipped(crate::model::SkipBy::Plan, "no image"),
         },
     );
     // In flight: a benchmark streaming, a server loading, an image pulling.

@@ -144,9 +144,7 @@ fn idle_gpus_say_which_waiting_run_they_are_kept_for() {
     for j in 0..runs {
         if j != big && app.state.runs[j].state == RunState::Queued {
             app.state.runs[j].state = RunState::Finished {
-                outcome: Outcome::Skipped {
-                    reason: "test".into(),
-                },
+                outcome: Outcome::skipped(crate::model::SkipBy::Plan, "test"),
             };
         }
     }

@@ -58,9 +58,10 @@ fn hold(app: &mut App, f: &mut Feed, at: u64, run: u32, category: Category) {
 
 fn skipped() -> RunState {
     RunState::Finished {
-        outcome: Outcome::Skipped {
-            reason: "skipped by the operator: all image_not_found".into(),
-        },
+        outcome: Outcome::skipped(
+            crate::model::SkipBy::Operator,
+            "skipped by the operator: all image_not_found",
+        ),
     }
 }
 
@@ -194,9 +195,7 @@ fn progress_counts_runnable_runs_only() {
     assert!(unrunnable.len() >= 20, "{}", unrunnable.len());
     for r in &unrunnable {
         let to = RunState::Finished {
-            outcome: Outcome::Skipped {
-                reason: "no image for baseline".into(),
-            },
+            outcome: Outcome::skipped(crate::model::SkipBy::Plan, "no image for baseline"),
         };
         f.state(&mut app, 1_600, *r, to);
     }

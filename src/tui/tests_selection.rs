@@ -28,9 +28,7 @@ fn held(app: &mut App, f: &mut Feed, runs: &[u32]) {
 
 fn skipped() -> RunState {
     RunState::Finished {
-        outcome: Outcome::Skipped {
-            reason: "skipped by the operator".into(),
-        },
+        outcome: Outcome::skipped(crate::model::SkipBy::Operator, "skipped by the operator"),
     }
 }
 

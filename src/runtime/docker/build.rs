@@ -10,7 +10,7 @@
 //! marker must name the commit it was built from. Otherwise the build failed, and the
 //! failure carries the log's deciding line.
 
-use super::{derive, stock::MADE_FOR, Clock, DockerRuntime, Leftovers};
+use super::{derive, Clock, DockerRuntime, Leftovers, MADE_FOR};
 use crate::model::{Pipe, Variant};
 use crate::runtime::{RunEnd, RunJob, RunSink, RuntimeMsg};
 use bollard::query_parameters::BuildImageOptions;

@@ -9,7 +9,7 @@
 //! volume mounted (`docker build` cannot mount volumes), and the container is committed
 //! as the built image.
 
-use super::super::{container, stock::MADE_FOR, Clock, DockerRuntime, Leftovers};
+use super::super::{container, Clock, DockerRuntime, Leftovers, MADE_FOR};
 use super::{deciding_line, BUILD_DIR};
 use crate::model::Pipe;
 use crate::runtime::{RunJob, RunSink};

@@ -28,22 +28,8 @@ pub const IMAGE_BENCHMARKS: &[&str] = &[
 /// The editable baseline tree ISO-Bench's runner puts first on PYTHONPATH.
 const BASELINE_TREE: &str = "/opt/vllm_baseline";
 
-/// What a probe of one image found.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ImageFacts {
-    pub interpreter: Option<String>,
-    /// Set when vllm imports only with this on PYTHONPATH.
-    pub pythonpath: Option<String>,
-    pub vllm_dir: Option<String>,
-    pub vllm_version: Option<String>,
-    /// The image's own benchmarks folders that exist.
-    pub bench_dirs: Vec<String>,
-    /// vllm is installed for this interpreter but `import vllm` fails.
-    pub import_failed: bool,
-    /// The image's `vllm` console script, when it has one.
-    pub vllm_cli: Option<String>,
-    pub workdir: String,
-}
+/// What a probe of one image found (kept with the image's memo).
+pub use super::memo::ImageFacts;
 
 /// One shell script, one exec: cheaper than an exec per candidate. The first interpreter
 /// that imports vllm wins; failing that, the first that finds the package without

@@ -7,12 +7,28 @@
 //! `~/.cache/…`), in a folder only the user can enter, written whole and renamed into
 //! place. A torn, foreign or oversized file is ignored: the image is asked again.
 
-use super::invoke::ImageFacts;
 use crate::rewrite::flags::FlagSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+
+/// What a probe of one image found.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ImageFacts {
+    pub interpreter: Option<String>,
+    /// Set when vllm imports only with this on PYTHONPATH.
+    pub pythonpath: Option<String>,
+    pub vllm_dir: Option<String>,
+    pub vllm_version: Option<String>,
+    /// The image's own benchmarks folders that exist.
+    pub bench_dirs: Vec<String>,
+    /// vllm is installed for this interpreter but `import vllm` fails.
+    pub import_failed: bool,
+    /// The image's `vllm` console script, when it has one.
+    pub vllm_cli: Option<String>,
+    pub workdir: String,
+}
 
 /// No memo is this large; the bound keeps a planted file from costing memory.
 const MAX_BYTES: u64 = 1 << 20;
@@ -62,7 +78,7 @@ pub fn learned_in(dir: &Path, image_id: &str, kind: crate::kind::BenchKind) -> L
 
 /// `$XDG_CACHE_HOME/nightshift/images` (else `~/.cache/…`).
 pub fn default_dir() -> Option<PathBuf> {
-    crate::preflight::cache::default_path().and_then(|p| p.parent().map(|d| d.join("images")))
+    crate::dirs::cache_root().map(|d| d.join("images"))
 }
 
 fn file(dir: &Path, image_id: &str) -> Option<PathBuf> {

@@ -31,6 +31,10 @@ pub mod upload;
 mod weights;
 
 use super::{RunEnd, RunJob, RunReport, RunSink, Runtime, RuntimeMsg};
+
+/// The label nightshift puts on images it commits: the plan image they stand for (here,
+/// beneath `stock`, which evicts by it, and `build`, which makes such images).
+pub const MADE_FOR: &str = "nightshift.made_for";
 use crate::model::{Pipe, Stage, Stream};
 use crate::plan::Plan;
 use async_trait::async_trait;

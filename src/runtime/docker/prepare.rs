@@ -130,7 +130,7 @@ impl DockerRuntime {
                     entrypoint: base.entrypoint.clone(),
                     cmd: base.cmd.clone(),
                     // Eviction removes it with the plan image it stands for.
-                    labels: Some([(stock::MADE_FOR.to_string(), made_for.to_string())].into()),
+                    labels: Some([(MADE_FOR.to_string(), made_for.to_string())].into()),
                     ..Default::default()
                 },
             ))

@@ -2,16 +2,13 @@
 //! how big, and removing an image with the images nightshift made from it (fixed and
 //! derived images carry the label `nightshift.made_for=<the plan's image>`).
 
-use super::{build, derive, err, image, Clock, DockerRuntime, Leftovers};
+use super::{build, derive, err, image, Clock, DockerRuntime, Leftovers, MADE_FOR};
 use crate::model::{Pipe, Stage, Variant};
 use crate::runtime::{RunEnd, RunJob, RunSink, RuntimeMsg};
 use bollard::query_parameters::{ListImagesOptions, RemoveImageOptions};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use tokio_util::sync::CancellationToken;
-
-/// The label nightshift puts on images it commits: the plan image they stand for.
-pub const MADE_FOR: &str = "nightshift.made_for";
 
 /// Which plan image a local image belongs to: itself, or the one it was made for.
 fn owner<'a>(

@@ -157,5 +157,9 @@ pub fn invocation(
         cli_bench: eras::has_cli_bench(kind, version.as_ref()),
         datasets,
     };
-    rewrite::plan(&job.view, &facts).map_err(|r| RunEnd::BenchInvalid { message: r.reason })
+    let mut inv =
+        rewrite::plan(&job.view, &facts).map_err(|r| RunEnd::BenchInvalid { message: r.reason })?;
+    // Per-request latencies as on Docker: the same result file, copied back by the job.
+    rewrite::per_request(&mut inv, &tables.0);
+    Ok(inv)
 }

@@ -289,7 +289,11 @@ wait $BP
 BC=$?
 "#
     ));
-    s.push_str(&copy_results(&results::wanted(&job.view, ".")));
+    // From the command as it runs: the rewrites may have asked for a result file.
+    s.push_str(&copy_results(&results::wanted_args(
+        &i.resolved.bench_argv,
+        ".",
+    )));
     s.push_str("st \"bench_exit $BC\"\n");
     if serving {
         s.push_str("kill $SP 2>/dev/null\n");

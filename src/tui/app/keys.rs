@@ -341,9 +341,8 @@ impl App {
                 if let Some(r) = run {
                     let skipped = matches!(
                         &self.state.run(r).state,
-                        RunState::Finished {
-                            outcome: crate::model::Outcome::Skipped { reason }
-                        } if reason.starts_with("skipped by the operator")
+                        RunState::Finished { outcome }
+                            if outcome.skipped_by() == Some(crate::model::SkipBy::Operator)
                     );
                     if skipped {
                         return vec![Effect::Send(Command::Unskip { run: r })];
