@@ -324,8 +324,10 @@ async fn warmup_requests_reach_the_server_before_the_benchmark() {
         ..config(tmp.path(), false)
     })
     .unwrap();
+    // Its own commit: the weights test's w1 runs at the same time in this process, and two
+    // attempts of one sweep, commit, variant and attempt would name the same container.
     let cmd = "python3 benchmarks/benchmark_serving.py --model standin/tiny --dataset-name random --random-input-len 8 --random-output-len 8 --num-prompts 4";
-    let (end, msgs) = run_one(&rt, job("nightshift-standin:latest", cmd, "w1", "0.8.5")).await;
+    let (end, msgs) = run_one(&rt, job("nightshift-standin:latest", cmd, "wu1", "0.8.5")).await;
     let logs = logs_text(&msgs);
     assert_eq!(end, RunEnd::BenchExited { exit_code: 0 }, "{logs}");
     let warm = provenance(&msgs, "warmup").unwrap_or_default();
@@ -365,7 +367,7 @@ async fn warmup_requests_reach_the_server_before_the_benchmark() {
 
     let img = family_image("human", "0.11.1", &[], "nightshift-standin:t-human-0.11.1");
     let cmd = "vllm bench serve --model standin/tiny --dataset-name random --random-input-len 8 --random-output-len 8 --num-prompts 4";
-    let (end, msgs) = run_one(&rt, job(&img, cmd, "w2", "0.11.1")).await;
+    let (end, msgs) = run_one(&rt, job(&img, cmd, "wu2", "0.11.1")).await;
     let logs = logs_text(&msgs);
     assert_eq!(end, RunEnd::BenchExited { exit_code: 0 }, "{logs}");
     let bench = argv(&msgs, "bench_argv");
