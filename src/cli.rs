@@ -487,6 +487,10 @@ pub fn run(cli: Cli) -> i32 {
                 print!("{}", crate::stats::real::report(m, &cfg));
                 0
             }
+            "requests" => {
+                print!("{}", crate::bench::requests::run());
+                0
+            }
             "tui" => crate::bench::tui::run(runs.min(100_000)),
             "attach" => crate::bench::attach::attach(runs.min(100_000)),
             "daemon" => crate::bench::attach::daemon(runs, size_mb),
@@ -526,7 +530,7 @@ pub fn run(cli: Cli) -> i32 {
             },
             other => {
                 tracing::error!(
-                    "unknown benchmark `{other}` (expected engine, store, groups, stats, parse, source, tui, night, eta, attach or daemon)"
+                    "unknown benchmark `{other}` (expected engine, store, groups, stats, requests, parse, source, tui, night, eta, attach or daemon)"
                 );
                 2
             }

@@ -51,7 +51,7 @@ pub struct Quantile {
     pub kind: String,
     /// 0.5 or 0.99.
     pub q: f64,
-    /// Values it rests on.
+    /// The values it rests on (the run's own count, whatever was kept of them).
     pub n: u32,
     pub interval: Interval,
 }
@@ -138,7 +138,7 @@ fn of_object(v: &Value) -> Option<PerRequest> {
 /// i·(n−1)/(max−1)), so quantiles read the same.
 pub fn bound(values: &[f64], max: usize) -> Vec<f64> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
+    v.sort_unstable_by(f64::total_cmp);
     if v.len() <= max || max < 2 {
         return v;
     }
@@ -158,13 +158,18 @@ impl Requests {
         // together (one slow batch slows all its gaps), so resampling gaps as if
         // independent would claim an interval narrower than the truth: ITL is kept, not
         // given one.
-        for (kind, v) in KINDS.iter().zip(&kept).filter(|(k, _)| **k != "itl") {
+        for (i, (kind, v)) in KINDS.iter().zip(&kept).enumerate() {
+            if *kind == "itl" {
+                continue;
+            }
+            // Resamples of the run's own size, whatever was kept of it.
+            let n = p.values[i].iter().filter(|x| x.is_finite()).count();
             for q in [0.5, 0.99] {
-                if let Some(interval) = bootstrap::quantile_interval(v, q, 0.95, seed) {
+                if let Some(interval) = bootstrap::quantile_interval_sorted(v, n, q, 0.95, seed) {
                     quantiles.push(Quantile {
                         kind: kind.to_string(),
                         q,
-                        n: v.len() as u32,
+                        n: n as u32,
                         interval,
                     });
                 }

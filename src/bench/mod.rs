@@ -7,5 +7,6 @@ pub mod engine;
 pub mod eta;
 pub mod night;
 pub mod parse;
+pub mod requests;
 pub mod source;
 pub mod tui;

@@ -82,12 +82,7 @@ impl Engine {
             .runs
             .iter()
             .any(|s| !s.reference && busy(&self.state.run(s.id).state));
-        let ended = self
-            .state
-            .runs
-            .iter()
-            .filter(|r| matches!(r.state, RunState::Finished { .. }))
-            .count();
+        let ended = self.ended_runs();
         let every = self.reference_every();
         let released = *self.drift.released_at.get_or_insert_with(Instant::now);
         let due = if others_busy {

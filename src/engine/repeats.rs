@@ -74,59 +74,79 @@ impl Engine {
 /// commit, the repeat to release, each variant's values).
 type Candidate<'a> = (&'a str, &'a str, usize, u32, Vec<(Variant, Vec<f64>)>);
 
-impl Engine {
-    /// Release the next step of held-back repeats for the commits whose comparison is still
-    /// unknown, when nothing else is queued. Called at each turn of the loop.
-    pub(super) fn release_repeats(&mut self) -> anyhow::Result<()> {
-        let plan = self.plan.clone();
-        if plan.defaults.max_repeats <= plan.defaults.repeats
-            || self.state.runs.iter().any(|r| r.state == RunState::Queued)
-        {
-            return Ok(());
+/// A commit whose comparison is still open: (p, rank, commit, the repeat to release, runs
+/// so far a side).
+type Open = (f64, usize, usize, u32, usize);
+
+/// The plan's runs by commit.
+fn by_commit(plan: &crate::plan::Plan) -> BTreeMap<usize, Vec<RunId>> {
+    let mut m: BTreeMap<usize, Vec<RunId>> = BTreeMap::new();
+    for spec in &plan.runs {
+        m.entry(spec.commit).or_default().push(spec.id);
+    }
+    m
+}
+
+/// The night's noise, learned from its own repeats (every commit × variant with two or
+/// more is a group of identical runs), per metric and model size: the band the morning's
+/// `results` will judge with, so the night asks for a repeat only where that verdict is
+/// still unknown.
+fn learned_bands<'a>(candidates: &[Candidate<'a>]) -> BTreeMap<(&'a str, &'a str), stats::Band> {
+    let mut groups: BTreeMap<(&str, &str), Vec<Vec<f64>>> = BTreeMap::new();
+    for (k, class, _, _, sides) in candidates {
+        for (_, v) in sides.iter().filter(|(_, v)| v.len() > 1) {
+            groups.entry((k, class)).or_default().push(v.clone());
         }
-        // The loop turns for every event (log lines too): look again only once a run has
-        // ended since (ended runs with the attempts started: a released repeat leaves the
-        // ended count and comes back to it, its attempt does not).
-        let ended = self
-            .state
+    }
+    groups
+        .into_iter()
+        .filter_map(|(key, g)| Some((key, stats::band::learn(&g, "learned")?)))
+        .collect()
+}
+
+impl Engine {
+    /// Whether a look is due: the loop turns for every event (log lines too), so look
+    /// again only once a run has ended since (ended runs with the attempts started: a
+    /// released repeat leaves the ended count and comes back to it, its attempt does not).
+    /// Runs that have ended (finished in any way).
+    pub(super) fn ended_runs(&self) -> usize {
+        self.state
             .runs
             .iter()
             .filter(|r| matches!(r.state, RunState::Finished { .. }))
-            .count();
+            .count()
+    }
+
+    fn repeats_look_due(&mut self) -> bool {
+        let ended = self.ended_runs();
         let attempts: u64 = self.state.runs.iter().map(|r| r.attempt as u64).sum();
-        if self.repeats_looked_at == Some((ended, attempts)) {
-            return Ok(());
-        }
+        let due = self.repeats_looked_at != Some((ended, attempts));
         self.repeats_looked_at = Some((ended, attempts));
-        let held_back =
-            |id: RunId, st: &RunState| plan.runs[id.0 as usize].extra && st.in_reserve();
-        let steps = Steps {
-            min: plan.defaults.repeats as usize,
-            step: 1,
-            cap: plan.defaults.max_repeats as usize,
-        };
-        let cfg = stats::Config {
-            alpha: steps.alpha_per_look(0.05),
-            ..Default::default()
-        };
-        let mut candidates: Vec<Candidate> = Vec::new();
-        // (p, rank, commit, the repeat to release, runs so far a side).
-        let mut open_commits: Vec<(f64, usize, usize, u32, usize)> = Vec::new();
-        let mut by_commit: BTreeMap<usize, Vec<RunId>> = Default::default();
-        for spec in &plan.runs {
-            by_commit.entry(spec.commit).or_default().push(spec.id);
-        }
-        for (commit, ids) in &by_commit {
+        due
+    }
+
+    fn held_back(&self, id: RunId) -> bool {
+        self.plan.runs[id.0 as usize].extra && self.state.run(id).state.in_reserve()
+    }
+
+    /// The commits whose own runs have all ended and that have a held-back repeat left,
+    /// with each variant's counted values of their headline metric.
+    fn repeat_candidates<'a>(
+        &self,
+        plan: &'a crate::plan::Plan,
+        by_commit: &BTreeMap<usize, Vec<RunId>>,
+    ) -> Vec<Candidate<'a>> {
+        let mut out = Vec::new();
+        for (commit, ids) in by_commit {
             let busy = ids.iter().any(|id| {
-                let st = &self.state.run(*id).state;
                 matches!(
-                    st,
+                    self.state.run(*id).state,
                     RunState::Active { .. } | RunState::Held { .. } | RunState::Queued
                 )
             });
             let next = ids
                 .iter()
-                .filter(|id| held_back(**id, &self.state.run(**id).state))
+                .filter(|id| self.held_back(**id))
                 .map(|id| plan.runs[id.0 as usize].repeat)
                 .min();
             let (false, Some(next)) = (busy, next) else {
@@ -137,13 +157,11 @@ impl Engine {
             for id in ids {
                 let spec = &plan.runs[id.0 as usize];
                 let rec = self.state.run(*id);
-                let ok = matches!(
-                    rec.state,
-                    RunState::Finished {
-                        outcome: Outcome::Success
-                    }
-                );
-                if !ok || spec.warmup {
+                let ok = rec.state
+                    == RunState::Finished {
+                        outcome: Outcome::Success,
+                    };
+                if !ok || spec.warmup || spec.reference {
                     continue;
                 }
                 let k = *key
@@ -158,29 +176,42 @@ impl Engine {
             }
             let Some(Some(k)) = key else { continue };
             let class = stats::band::size_class(plan.commits[*commit].model.as_deref());
-            candidates.push((k, class, *commit, next, sides));
+            out.push((k, class, *commit, next, sides));
         }
-        // The night's noise, learned from its own repeats (every commit × variant with two
-        // or more is a group of identical runs), per metric and model size: the band the
-        // morning's `results` will judge with, so the night asks for a repeat only where
-        // that verdict is still unknown.
-        let mut groups: BTreeMap<(&str, &str), Vec<Vec<f64>>> = BTreeMap::new();
-        for (k, class, _, _, sides) in &candidates {
-            for (_, v) in sides.iter().filter(|(_, v)| v.len() > 1) {
-                groups.entry((k, class)).or_default().push(v.clone());
-            }
+        out
+    }
+
+    /// Release the next step of held-back repeats for the commits whose comparison is still
+    /// unknown, when nothing else is queued. Called at each turn of the loop.
+    pub(super) fn release_repeats(&mut self) -> anyhow::Result<()> {
+        let plan = self.plan.clone();
+        if plan.defaults.max_repeats <= plan.defaults.repeats
+            || self.state.runs.iter().any(|r| r.state == RunState::Queued)
+            || !self.repeats_look_due()
+        {
+            return Ok(());
         }
-        let bands: BTreeMap<(&str, &str), stats::Band> = groups
-            .into_iter()
-            .filter_map(|(key, g)| Some((key, stats::band::learn(&g, "learned")?)))
-            .collect();
-        for (k, class, commit, next, sides) in &candidates {
-            if let Some(p) = open(k, sides, bands.get(&(*k, *class)), &cfg) {
+        let steps = Steps {
+            min: plan.defaults.repeats as usize,
+            step: 1,
+            cap: plan.defaults.max_repeats as usize,
+        };
+        let cfg = stats::Config {
+            alpha: steps.alpha_per_look(0.05),
+            ..Default::default()
+        };
+        let by_commit = by_commit(&plan);
+        let candidates = self.repeat_candidates(&plan, &by_commit);
+        let bands = learned_bands(&candidates);
+        let mut open_commits: Vec<Open> = candidates
+            .iter()
+            .filter_map(|(k, class, commit, next, sides)| {
+                let p = open(k, sides, bands.get(&(*k, *class)), &cfg)?;
                 let rank = self.ranks.get(commit).copied().unwrap_or(*commit);
                 let n = sides.iter().map(|(_, v)| v.len()).min().unwrap_or(0);
-                open_commits.push((p, rank, *commit, *next, n));
-            }
-        }
+                Some((p, rank, *commit, *next, n))
+            })
+            .collect();
         // Closest to deciding first, then the plan's priority; as many commits as the box
         // has GPUs, so the most valuable run first and the next look sees their results.
         open_commits.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -196,8 +227,7 @@ impl Engine {
             .take(self.opts.gpus.max(1) as usize)
         {
             for id in &by_commit[&commit] {
-                let spec = &plan.runs[id.0 as usize];
-                if spec.repeat == repeat && held_back(*id, &self.state.run(*id).state) {
+                if plan.runs[id.0 as usize].repeat == repeat && self.held_back(*id) {
                     self.set_state(
                         *id,
                         RunState::Queued,

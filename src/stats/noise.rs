@@ -169,7 +169,14 @@ pub fn serving(effect: f64, d: &Draw) -> Serving {
 /// [`serving`]'s summary: TTFTs log-normal around its mean, a failed request with no first
 /// token and its error. Only the arrays (the sim's summary is its printed block).
 pub fn per_request_json(effect: f64, d: &Draw, seed: u64) -> String {
+    per_request_json_of(REQUESTS, effect, d, seed)
+}
+
+/// [`per_request_json`] for a benchmark of `requests` requests (`bench requests`).
+pub fn per_request_json_of(requests: u32, effect: f64, d: &Draw, seed: u64) -> String {
     let s = serving(effect, d);
+    // The summary's failures, at the summary's rate.
+    let successful = (u64::from(s.successful) * u64::from(requests) / u64::from(REQUESTS)) as u32;
     let mut r = ChaCha8Rng::seed_from_u64(seed ^ 0x7265_7173);
     let mut gauss = || {
         // Box–Muller: one standard normal.
@@ -179,8 +186,8 @@ pub fn per_request_json(effect: f64, d: &Draw, seed: u64) -> String {
     // The printed block's TPOT base (sim/text.rs): 12 ms at effect 1.
     let tpot_s = 0.012 / effect * d.latency;
     let (mut ttfts, mut itls, mut lens, mut errors) = (vec![], vec![], vec![], vec![]);
-    for i in 0..REQUESTS {
-        if i >= s.successful {
+    for i in 0..requests {
+        if i >= successful {
             ttfts.push("0.0".to_string());
             itls.push("[]".to_string());
             lens.push("0".to_string());
