@@ -58,6 +58,9 @@ impl Engine {
     /// When the next reference falls due by time (None on the sim at full speed, or
     /// before the first): the loop wakes for it.
     pub(super) fn next_reference_due(&self) -> Option<Instant> {
+        // Asked at every turn of the loop (log lines too): a plan without a reference pays
+        // nothing.
+        self.plan.defaults.reference.as_ref()?;
         let every = self.reference_every();
         let at = self.drift.released_at?;
         (!every.is_zero() && self.references().iter().any(|id| self.waiting(*id)))
@@ -68,6 +71,9 @@ impl Engine {
     /// on, and once at the end (nothing else queued or running, and some run ended since
     /// the last reference started).
     pub(super) fn release_references(&mut self) -> anyhow::Result<()> {
+        if self.plan.defaults.reference.is_none() {
+            return Ok(());
+        }
         let refs = self.references();
         let Some(next) = refs.iter().copied().find(|id| self.waiting(*id)) else {
             return Ok(());

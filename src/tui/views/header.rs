@@ -200,7 +200,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     if p.in_reserve > 0 {
         second.push((
             5,
-            Span::styled(format!("+{} repeats in reserve ", p.in_reserve), t.dim()),
+            Span::styled(format!("+{} in reserve ", p.in_reserve), t.dim()),
         ));
     }
     if c.cancelled > 0 {
