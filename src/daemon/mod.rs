@@ -387,7 +387,8 @@ fn night_window(
         if start_late { "; runs start while it is open even if they may not finish (--start-late)" } else { "; no run starts that cannot finish in time" },
     ));
     Ok(Some(Window {
-        closes: std::time::Instant::now() + wall,
+        // On the engine's clock (tokio's: the same as the wall unless a test pauses it).
+        closes: tokio::time::Instant::now().into_std() + wall,
         scale: a.time_scale,
         start_late,
         typical,

@@ -140,7 +140,7 @@ impl Engine {
             }
             Command::Skip { run } => self.skip(run, SkipBy::Operator, SKIPPED_BY_OPERATOR)?,
             Command::Unskip { run } => {
-                self.not_before.remove(&run);
+                self.schedule.clear_backoff(run);
                 // A held run goes back to being held, with its diagnosis: undoing a skip
                 // restores, it never starts an attempt the operator did not ask for.
                 match self.before_skip.remove(&run) {
@@ -263,7 +263,7 @@ impl Engine {
             if let Some(f) = &fix {
                 self.queue_fix(run, f)?;
             }
-            self.not_before.remove(&run);
+            self.schedule.clear_backoff(run);
             let detail = match fix {
                 Some(f) => format!("operator: retry with fix {f}"),
                 None => "operator: retry".into(),

@@ -8,15 +8,15 @@ impl Engine {
         let Some(a) = self.active.remove(&run) else {
             return Ok(());
         };
-        self.pool.release(&a.gpus);
+        self.schedule.ended(run);
         self.gpu_ms += a.started.elapsed().as_millis() * a.gpus.len() as u128;
         let spec = self.plan.runs[run.0 as usize].clone();
         let commit = self.plan.commit_of(&spec).clone();
         // A run's length is learned from runs that got to their benchmark's end: one that
         // failed in its first second says nothing of how long the next will hold GPUs.
         if matches!(report.end, RunEnd::BenchExited { .. }) {
-            self.lengths
-                .record(commit.model.as_deref(), a.started.elapsed());
+            self.schedule
+                .learned(commit.model.as_deref(), a.started.elapsed());
         }
         let stage = a.stage;
         let attempt = a.attempt;
@@ -213,7 +213,7 @@ impl Engine {
                 let at = Instant::now()
                     .checked_add(delay)
                     .unwrap_or_else(Instant::now);
-                self.not_before.insert(run, at);
+                self.schedule.backoff(run, at.into_std());
                 self.set_state(
                     run,
                     RunState::Queued,

@@ -61,15 +61,12 @@ impl Engine {
                 )?,
                 GroupDecision::Retry if queued => {
                     // Waiting out a backoff: it goes now.
-                    if self.not_before.remove(&run).is_some() {
-                        self.schedule_dirty = true;
-                    }
+                    self.schedule.clear_backoff(run);
                 }
                 GroupDecision::Retry => self.requeue(run, None)?,
                 GroupDecision::Fix(r) if queued => {
                     self.queue_fix(run, r)?;
-                    self.not_before.remove(&run);
-                    self.schedule_dirty = true;
+                    self.schedule.clear_backoff(run);
                 }
                 GroupDecision::Fix(r) => self.requeue(run, Some(r.clone()))?,
             }

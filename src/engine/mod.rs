@@ -23,7 +23,7 @@ use crate::plan::{BenchKind, Plan};
 use crate::policy::{Policy, PolicyConfig};
 use crate::rewrite::decisions::Decisions;
 use crate::runtime::{RunEnd, RunJob, RunReport, RunSink, Runtime, RuntimeMsg};
-use crate::scheduler::{GpuPool, Queue};
+use crate::scheduler::Schedule;
 use crate::state::SweepState;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -82,14 +82,14 @@ pub struct Engine {
     runtime: Arc<dyn Runtime>,
     opts: EngineOptions,
     state: SweepState,
-    pool: GpuPool,
+    /// What may start now and on which GPUs: the one place that decides it.
+    schedule: Schedule,
     policy: Policy,
     catalog: Arc<Catalog>,
     recipes: Arc<RecipeBook>,
     observers: Vec<Box<dyn Observer>>,
     seq: u64,
     active: HashMap<RunId, Active>,
-    not_before: HashMap<RunId, Instant>,
     /// Fixes to apply on the next attempt of a run.
     pending_fixes: HashMap<RunId, Vec<String>>,
     /// Environment added to every variant of a commit by commit-scope recipes.
@@ -99,33 +99,23 @@ pub struct Engine {
     /// Plan-time predictions (e.g. the port-binding bug), shown before the night starts.
     predicted: HashMap<RunId, Finding>,
     gpu_ms: u128,
-    /// Something happened that may let a queued run start (a GPU freed, a run queued, a
-    /// resume, a backoff ended). Scheduling only then keeps a 10,000-run sweep linear.
-    schedule_dirty: bool,
-    queue: Queue,
     /// Multiplies policy delays (backoff): 1 for real runtimes, 1/speed for the sim.
     time_scale: f64,
     cmd_rx: mpsc::UnboundedReceiver<Command>,
     msg_tx: mpsc::Sender<(RunId, u32, RuntimeMsg)>,
     msg_rx: mpsc::Receiver<(RunId, u32, RuntimeMsg)>,
     /// Images ahead of the GPUs (runtimes that prefetch): the budget, what the engine
-    /// tells the image task, what it hears back, and which images a run may start on.
+    /// tells the image task and what it hears back (which images a run may start on is
+    /// the schedule's).
     image_budget: crate::images::Budget,
     demand_tx: Option<tokio::sync::watch::Sender<images::Demand>>,
     image_rx: Option<mpsc::Receiver<images::Report>>,
-    image_state: HashMap<String, ImageStatus>,
     demand_dirty: bool,
     /// How long an unknown failure the operator's policy holds may wait with no client
     /// attached before it fails and the night goes on (`--alert-held-min`).
     held_limit: Option<Duration>,
     /// A pause the sweep starts in (the disk watch found a directory below its floor).
     start_paused: Option<String>,
-    /// Each commit's place in the queue ([`crate::night::order`]): the scheduler sorts by
-    /// it where it sorted by the commit's place in the plan. Empty: plan order.
-    ranks: HashMap<usize, usize>,
-    /// The night's window (`--until`) and the run lengths measured tonight.
-    window: Option<crate::window::Window>,
-    lengths: crate::window::Lengths,
     /// Clients attached to the daemon (None: the operator's TUI runs in this process).
     clients: Option<Arc<std::sync::atomic::AtomicUsize>>,
     /// Held unknown failures: when their wait ends, for which attempt.
@@ -163,7 +153,7 @@ impl Engine {
         let engine = Engine {
             decisions: Arc::default(),
             acted: HashMap::new(),
-            pool: GpuPool::new(opts.gpus),
+            schedule: Schedule::new(plan.clone(), opts.gpus),
             plan,
             runtime,
             opts,
@@ -174,14 +164,11 @@ impl Engine {
             observers: Vec::new(),
             seq: 0,
             active: HashMap::new(),
-            not_before: HashMap::new(),
             pending_fixes: HashMap::new(),
             commit_env: HashMap::new(),
             commit_recipes: HashSet::new(),
             predicted: HashMap::new(),
             gpu_ms: 0,
-            schedule_dirty: true,
-            queue: Queue::default(),
             time_scale: 1.0,
             cmd_rx,
             msg_tx,
@@ -189,13 +176,9 @@ impl Engine {
             image_budget: crate::images::Budget::default(),
             demand_tx: None,
             image_rx: None,
-            image_state: HashMap::new(),
             demand_dirty: true,
             held_limit: None,
             start_paused: None,
-            window: None,
-            lengths: Default::default(),
-            ranks: HashMap::new(),
             clients: None,
             held_until: HashMap::new(),
             before_skip: HashMap::new(),
@@ -249,7 +232,7 @@ impl Engine {
     }
 
     pub fn with_window(mut self, w: Option<crate::window::Window>) -> Self {
-        self.window = w;
+        self.schedule.set_window(w);
         self
     }
 
@@ -297,33 +280,7 @@ impl Engine {
             tracing_warn(&format!("ignored event: {e}"));
             return Ok(());
         }
-        match &env.event {
-            Event::State {
-                run,
-                from,
-                to,
-                gpus,
-                ..
-            } => {
-                let i = run.0 as usize;
-                if *to == RunState::Queued || (from.is_active() && !to.is_active()) {
-                    self.schedule_dirty = true;
-                }
-                if let Some(spec) = self.plan.runs.get(i) {
-                    if *to == RunState::Queued && spec.gpus <= self.opts.gpus {
-                        let (rank, order) = self.queue_place(spec);
-                        self.queue.push(i, rank, order, spec.gpus);
-                    } else if *to != RunState::Queued {
-                        self.queue.remove(i);
-                    }
-                    if to.is_active() && !spec.reference {
-                        self.queue.commit_started(self.queue_place(spec).0, gpus);
-                    }
-                }
-            }
-            Event::Resumed | Event::SweepStarted { .. } => self.schedule_dirty = true,
-            _ => {}
-        }
+        self.schedule.apply(&env.event);
         for o in &mut self.observers {
             o.on_event(&env)?;
         }
@@ -387,8 +344,11 @@ impl Engine {
             gpus,
             runtime: rt,
         })?;
-        self.ranks = self.commit_ranks();
-        self.rebuild_queue();
+        let ranks = self.commit_ranks();
+        self.schedule.set_ranks(ranks);
+        self.schedule
+            .set_typical(self.runtime.typical_run().mul_f64(self.time_scale));
+        self.schedule.rebuild(&self.state);
         self.prepare_runs()?;
         if let Some(why) = self.start_paused.take() {
             if self.state.paused.is_none() {
@@ -412,20 +372,14 @@ impl Engine {
                 if self.active.is_empty() && self.ends_here(&shutdown, &mut summary)? {
                     break;
                 }
-                // The window's close wakes the loop too (only ahead of now: a past instant
-                // would spin while the last runs finish).
+                // The schedule's own changes of mind (a backoff over, the window's
+                // close), a held run's bound, the next drift reference.
                 let now = Instant::now();
-                let closes = self
-                    .window
-                    .as_ref()
-                    .map(|w| Instant::from_std(w.closes))
-                    .filter(|t| *t > now);
+                let scheduled = self.schedule.wake(now.into_std()).map(Instant::from_std);
                 let reference = self.next_reference_due().filter(|t| *t > now);
-                let wake = self
-                    .not_before
-                    .values()
+                let wake = scheduled
+                    .iter()
                     .chain(self.held_until.values().map(|(t, _)| t))
-                    .chain(closes.as_ref())
                     .chain(reference.as_ref())
                     .min()
                     .copied()
@@ -440,9 +394,7 @@ impl Engine {
                         self.on_command(cmd)?;
                     }
                     _ = tokio::time::sleep_until(wake) => {
-                        let now = Instant::now();
-                        self.not_before.retain(|_, t| *t > now);
-                        self.schedule_dirty = true;
+                        self.schedule.tick(Instant::now().into_std());
                         self.expire_holds()?;
                     }
                     _ = shutdown.cancelled(), if !self.active.is_empty() && !self.active.values().all(|a| a.cancel.is_cancelled()) => {
@@ -482,6 +434,8 @@ impl Engine {
         ));
         self.demand_tx = Some(demand_tx);
         self.image_rx = Some(rx);
+        // From now on a run waits for its image to be on the box.
+        self.schedule.gate_images();
     }
 
     /// With nothing in flight: whether the sweep ends now. It ends when shut down, when the
@@ -501,21 +455,18 @@ impl Engine {
         let queued_waiting = self.state.runs.iter().enumerate().any(|(i, r)| {
             r.state == RunState::Queued
                 && self.plan.runs[i].gpus <= self.opts.gpus
-                && !self.model_paused(i)
+                && !self.schedule.model_paused(i)
         });
+        let now = Instant::now().into_std();
         // The window has closed for every queued run: the night ends here, with what did
         // not fit queued for the next.
-        if queued_waiting && self.window_refuses_all() {
+        if queued_waiting && self.schedule.window_refuses_all(&self.state, now) {
             summary.window_closed = Some(self.not_started_commits());
             return Ok(true);
         }
         // The window has closed: nothing more starts tonight, attended or not. Held runs
         // stay held in the store for the morning (`run` again resumes them).
-        if self
-            .window
-            .as_ref()
-            .is_some_and(|w| w.closed(std::time::Instant::now()))
-        {
+        if self.schedule.window_closed(now) {
             summary.window_closed = Some(self.not_started_commits());
             return Ok(true);
         }
@@ -571,8 +522,8 @@ impl Engine {
         while !self.active.is_empty() {
             match tokio::time::timeout_at(deadline, self.msg_rx.recv()).await {
                 Ok(Some((run, _, RuntimeMsg::Done(_)))) => {
-                    if let Some(a) = self.active.remove(&run) {
-                        self.pool.release(&a.gpus);
+                    if self.active.remove(&run).is_some() {
+                        self.schedule.ended(run);
                     }
                 }
                 Ok(Some(_)) => {}
@@ -683,68 +634,18 @@ impl Engine {
         Ok(())
     }
 
-    /// A commit's place in the queue.
-    fn rank(&self, commit: usize) -> usize {
-        self.ranks.get(&commit).copied().unwrap_or(commit)
-    }
-
-    /// Where a queued run sorts: its round, then its commit's rank, then its order there
-    /// (the queue keeps a round of a commit together: its variants back to back on the
-    /// same GPUs); a drift reference ahead of everything (it is due now: at the start, at
-    /// its interval, at the end).
-    fn queue_place(&self, spec: &crate::plan::RunSpec) -> (usize, u8) {
-        if spec.reference {
-            (0, 0)
-        } else {
-            let stride = self.plan.commits.len() + 1;
-            (
-                spec.round as usize * stride + self.rank(spec.commit) + 1,
-                spec.order,
-            )
-        }
-    }
-
     /// The night's order, as `bench night` plays it: commits needing many GPUs first (the
     /// box is empty at dusk; later, an 8-GPU run waits for the last 1-GPU run while up to
     /// seven GPUs idle), then the rest longest first — within the operator's priorities.
     /// With a window, the most wanted and cheapest commits first, so what does not fit is
     /// the least wanted.
     fn commit_ranks(&self) -> HashMap<usize, usize> {
-        let ranks = if self.window.is_some() {
+        let ranks = if self.schedule.window().is_some() {
             crate::night::order::window_ranks(&self.plan)
         } else {
             crate::night::order::plan_ranks(&self.plan, self.opts.gpus)
         };
         ranks.into_iter().collect()
-    }
-
-    /// May queued run `i` start now, as far as the window is concerned?
-    fn window_allows(&self, i: usize) -> bool {
-        let Some(w) = &self.window else {
-            return true;
-        };
-        let spec = &self.plan.runs[i];
-        let model = self.plan.commit_of(spec).model.as_deref();
-        let (place, _) = self.queue_place(spec);
-        let started = self.queue.is_started(place);
-        let fits_now = self.queue.queued_gpus(place) <= self.pool.free();
-        w.may_start(
-            std::time::Instant::now(),
-            self.lengths.expect(model, w),
-            started,
-            fits_now,
-        )
-    }
-
-    /// Every queued run that could otherwise start is refused by the window.
-    fn window_refuses_all(&self) -> bool {
-        self.window.is_some()
-            && self.state.runs.iter().enumerate().all(|(i, r)| {
-                r.state != RunState::Queued
-                    || self.plan.runs[i].gpus > self.opts.gpus
-                    || self.model_paused(i)
-                    || !self.window_allows(i)
-            })
     }
 
     /// Commits with queued runs and none started: what did not fit the window.
@@ -767,17 +668,6 @@ impl Engine {
             }
         }
         out
-    }
-
-    fn model_paused(&self, i: usize) -> bool {
-        let paused = &self.state.paused_models;
-        !paused.is_empty()
-            && self
-                .plan
-                .commit_of(&self.plan.runs[i])
-                .model
-                .as_ref()
-                .is_some_and(|m| paused.contains_key(m))
     }
 
     fn on_runtime(&mut self, run: RunId, attempt: u32, msg: RuntimeMsg) -> anyhow::Result<()> {

@@ -45,9 +45,6 @@ impl Engine {
     /// each as long as tonight's runs of its model take? No window: always. A step that
     /// fits adds its GPUs to `gpus_so_far`.
     fn step_fits_window(&self, ids: &[RunId], repeat: u32, gpus_so_far: &mut u32) -> bool {
-        let Some(w) = &self.window else {
-            return true;
-        };
         let step: Vec<&crate::plan::RunSpec> = ids
             .iter()
             .map(|id| &self.plan.runs[id.0 as usize])
@@ -59,10 +56,8 @@ impl Engine {
         let model = self.plan.commit_of(first).model.as_deref();
         let gpus: u32 = step.iter().map(|s| s.gpus).sum();
         let all = *gpus_so_far + gpus;
-        let waves = all.div_ceil(self.opts.gpus.max(1)).max(1) + u32::from(all > self.pool.free());
-        let need = self.lengths.expect(model, w) * waves;
-        // As strict as the window is with the runs once queued (`window_allows`).
-        let fits = w.may_start(std::time::Instant::now(), need, true, true);
+        let now = tokio::time::Instant::now().into_std();
+        let fits = self.schedule.window_has_time(model, all, now);
         if fits {
             *gpus_so_far = all;
         }
@@ -207,7 +202,7 @@ impl Engine {
             .iter()
             .filter_map(|(k, class, commit, next, sides)| {
                 let p = open(k, sides, bands.get(&(*k, *class)), &cfg)?;
-                let rank = self.ranks.get(commit).copied().unwrap_or(*commit);
+                let rank = self.schedule.rank(*commit);
                 let n = sides.iter().map(|(_, v)| v.len()).min().unwrap_or(0);
                 Some((p, rank, *commit, *next, n))
             })

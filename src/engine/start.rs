@@ -2,88 +2,17 @@
 //! the image task's demand and reports.
 
 use super::*;
+use crate::scheduler::Place;
 
 impl Engine {
+    /// While the schedule names a run, start it ([`crate::scheduler::Schedule::next`]
+    /// decides; the engine acts).
     pub(super) fn start_runs(&mut self) -> anyhow::Result<()> {
-        if self.state.paused.is_some() || !self.schedule_dirty {
-            return Ok(());
+        let now = Instant::now().into_std();
+        while let Some((id, gpus)) = self.schedule.next(now) {
+            self.start(id, gpus)?;
         }
-        self.schedule_dirty = false;
-        loop {
-            let now = Instant::now();
-            let not_before = &self.not_before;
-            let image_ok = |i: usize| self.image_ok(i);
-            // A model the breaker stopped: its runs wait, queued, holding no GPU.
-            let eligible = |i: usize| {
-                not_before.get(&RunId(i as u32)).is_none_or(|t| *t <= now)
-                    && image_ok(i)
-                    && !self.model_paused(i)
-                    && self.window_allows(i)
-            };
-            // The first waiting run keeps its place: others pass it only by backfilling.
-            let head = self.queue.head(eligible);
-            let passes = |i: usize| match head {
-                Some((h, need)) if h != i && need > self.pool.free() => self.backfills(need, i),
-                _ => true,
-            };
-            let Some(index) = self.queue.pick(&self.pool, |i| eligible(i) && passes(i)) else {
-                return Ok(());
-            };
-            let spec = &self.plan.runs[index];
-            let preferred = self.queue.preferred(self.queue_place(spec).0).to_vec();
-            let gpus = self
-                .pool
-                .take(spec.gpus, &preferred)
-                .expect("scheduler picked a run that fits");
-            self.start(RunId(index as u32), gpus)?;
-        }
-    }
-
-    /// May queued run `i` start ahead of a waiting run that needs `head` GPUs
-    /// ([`crate::scheduler::may_backfill`], with the lengths learned tonight)?
-    fn backfills(&self, head: u32, i: usize) -> bool {
-        let guess = self.runtime.typical_run().mul_f64(self.time_scale);
-        let expect = |run: usize| {
-            let model = self.plan.commit_of(&self.plan.runs[run]).model.as_deref();
-            self.lengths.expect_or(model, guess)
-        };
-        let ends: Vec<(Duration, u32)> = self
-            .active
-            .iter()
-            .map(|(id, a)| {
-                let left = expect(id.0 as usize).saturating_sub(a.started.elapsed());
-                (left, a.gpus.len() as u32)
-            })
-            .collect();
-        crate::scheduler::may_backfill(
-            self.pool.free(),
-            head,
-            &ends,
-            self.plan.runs[i].gpus,
-            expect(i),
-        )
-    }
-
-    /// The queue mirrors the state: rebuilt once (a resumed state never emitted its
-    /// `Queued` events), then kept in step by `emit`.
-    pub(super) fn rebuild_queue(&mut self) {
-        self.queue = Queue::default();
-        for (i, r) in self.state.runs.iter().enumerate() {
-            let spec = &self.plan.runs[i];
-            if !spec.reference
-                && (r.attempt > 0 || !matches!(r.state, RunState::Queued | RunState::Active { .. }))
-            {
-                self.queue.commit_started(self.queue_place(spec).0, &r.gpus);
-            }
-        }
-        for (i, r) in self.state.runs.iter().enumerate() {
-            let spec = &self.plan.runs[i];
-            if r.state == RunState::Queued && spec.gpus <= self.opts.gpus {
-                let (rank, order) = self.queue_place(spec);
-                self.queue.push(i, rank, order, spec.gpus);
-            }
-        }
-        self.schedule_dirty = true;
+        Ok(())
     }
 
     pub(super) fn start(&mut self, id: RunId, gpus: Vec<u32>) -> anyhow::Result<()> {
@@ -214,7 +143,7 @@ impl Engine {
         let mut all = std::collections::BTreeSet::new();
         // The images of queued runs in the order the scheduler will start them: pulls go
         // down the queue as the GPUs will.
-        let mut upcoming: Vec<((bool, usize, u8, usize), String)> = Vec::new();
+        let mut upcoming: Vec<((bool, Place, u8, usize), String)> = Vec::new();
         // A missing baseline (and an agent's image) is made from its commit's human image:
         // while any run of the commit waits, that image is needed, even once the human
         // run is done, or eviction takes the source from under the derivation.
@@ -233,9 +162,7 @@ impl Engine {
             match &r.state {
                 RunState::Queued => {
                     let spec = &self.plan.runs[i];
-                    let (place, order) = self.queue_place(spec);
-                    let key = (!self.queue.is_started(place), place, order, i);
-                    upcoming.push((key, img.clone()));
+                    upcoming.push((self.schedule.sort_key(spec), img.clone()));
                     d.needed.insert(img.clone());
                     if let Some(h) = human.get(&spec.commit) {
                         d.needed.insert((*h).clone());
@@ -274,21 +201,6 @@ impl Engine {
         }
     }
 
-    /// Whether run `index` may take GPUs as far as its image goes: it is on the box, or
-    /// fetching it ahead failed (the attempt then pulls and the failure is diagnosed).
-    pub(super) fn image_ok(&self, index: usize) -> bool {
-        if self.demand_tx.is_none() {
-            return true;
-        }
-        match self.plan.runs[index].image.as_deref() {
-            None | Some("") => true,
-            Some(img) => matches!(
-                self.image_state.get(img),
-                Some(ImageStatus::Ready | ImageStatus::Failed)
-            ),
-        }
-    }
-
     pub(super) fn on_image(&mut self, r: images::Report) -> anyhow::Result<()> {
         if let Some((run, layer, done, total)) = r.pull {
             return self.emit(Event::Pull {
@@ -298,20 +210,11 @@ impl Engine {
                 total,
             });
         }
-        match r.status {
-            ImageStatus::Ready | ImageStatus::Failed => {
-                self.image_state.insert(r.image.clone(), r.status);
-                self.schedule_dirty = true;
-            }
-            ImageStatus::Evicted => {
-                self.image_state.remove(&r.image);
-            }
-            ImageStatus::Full if self.state.paused.is_none() => {
-                self.emit(Event::Paused {
-                    reason: format!("disk budget: {} needs room — {}", r.image, r.detail),
-                })?;
-            }
-            _ => {}
+        // Which images a run may start on is the schedule's, from the `Image` event.
+        if r.status == ImageStatus::Full && self.state.paused.is_none() {
+            self.emit(Event::Paused {
+                reason: format!("disk budget: {} needs room — {}", r.image, r.detail),
+            })?;
         }
         self.emit(Event::Image {
             image: r.image,

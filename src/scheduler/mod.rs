@@ -7,6 +7,15 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+mod schedule;
+pub use schedule::Schedule;
+
+/// Where a queued run's commit sorts: its round, then the commit's rank tonight (not its
+/// index in the plan: the night reorders commits). `Place(0)` is ahead of every commit (a
+/// drift reference is due now).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Place(pub usize);
+
 /// What the scheduler needs to know about one queued run.
 #[derive(Debug, Clone)]
 pub struct Candidate {
@@ -90,12 +99,12 @@ pub fn pick(candidates: &[Candidate], pool: &GpuPool) -> Option<usize> {
 /// Same order and first-fit rule as [`pick`], which stays the reference.
 #[derive(Debug, Default, Clone)]
 pub struct Queue {
-    /// (commit not started yet, commit, variant order, run index)
-    set: BTreeSet<(bool, usize, u8, usize)>,
-    entries: HashMap<usize, (usize, u8, u32)>,
-    by_commit: HashMap<usize, BTreeSet<usize>>,
+    /// (commit not started yet, the commit's place, variant order, run index)
+    set: BTreeSet<(bool, Place, u8, usize)>,
+    entries: HashMap<usize, (Place, u8, u32)>,
+    by_commit: HashMap<Place, BTreeSet<usize>>,
     /// Commits with a variant started, and the GPUs it first ran on (affinity).
-    started: HashMap<usize, Vec<u32>>,
+    started: HashMap<Place, Vec<u32>>,
     zero_gpu: usize,
 }
 
@@ -112,7 +121,7 @@ impl Queue {
         self.entries.contains_key(&index)
     }
 
-    pub fn push(&mut self, index: usize, commit: usize, order: u8, gpus: u32) {
+    pub fn push(&mut self, index: usize, commit: Place, order: u8, gpus: u32) {
         if self.entries.contains_key(&index) {
             return;
         }
@@ -140,7 +149,7 @@ impl Queue {
     }
 
     /// A variant of `commit` started (on `gpus`): its other variants now go first.
-    pub fn commit_started(&mut self, commit: usize, gpus: &[u32]) {
+    pub fn commit_started(&mut self, commit: Place, gpus: &[u32]) {
         if self.started.contains_key(&commit) {
             return;
         }
@@ -153,12 +162,12 @@ impl Queue {
     }
 
     /// Some variant of `commit` has started.
-    pub fn is_started(&self, commit: usize) -> bool {
+    pub fn is_started(&self, commit: Place) -> bool {
         self.started.contains_key(&commit)
     }
 
     /// GPUs the queued runs of `commit` need together.
-    pub fn queued_gpus(&self, commit: usize) -> u32 {
+    pub fn queued_gpus(&self, commit: Place) -> u32 {
         self.by_commit
             .get(&commit)
             .into_iter()
@@ -167,7 +176,7 @@ impl Queue {
             .sum()
     }
 
-    pub fn preferred(&self, commit: usize) -> &[u32] {
+    pub fn preferred(&self, commit: Place) -> &[u32] {
         self.started.get(&commit).map(Vec::as_slice).unwrap_or(&[])
     }
 
@@ -291,11 +300,11 @@ mod tests {
             pool.take(busy, &[]);
             let mut q = Queue::default();
             for c in &started {
-                q.commit_started(*c, &[]);
+                q.commit_started(Place(*c), &[]);
             }
             let mut cands = Vec::new();
             for (i, (commit, order, gpus)) in runs.iter().enumerate() {
-                q.push(i, *commit, *order, *gpus);
+                q.push(i, Place(*commit), *order, *gpus);
                 cands.push(Candidate { index: i, commit: *commit, variant_order: *order, gpus: *gpus, preferred: vec![], commit_started: started.contains(commit) });
             }
             prop_assert_eq!(q.pick(&pool, |_| true), pick(&cands, &pool));
