@@ -128,8 +128,9 @@ impl Watch {
     }
 }
 
-/// How a pause for disk space begins: the watch lifts only its own pauses.
-pub const PREFIX: &str = "disk space: ";
+/// How a pause for disk space begins (the pause itself carries `PauseBy::Disk`: the watch
+/// lifts only its own pauses).
+pub const PREFIX: &str = crate::state::DISK_PAUSE;
 
 #[cfg(test)]
 mod tests {

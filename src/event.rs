@@ -62,6 +62,11 @@ pub enum Event {
         to: RunState,
         detail: Option<String>,
         gpus: Vec<u32>,
+        /// The attempt was cut short by a shutdown or a crash, not ended by its run: it is
+        /// re-queued and counted as an interruption. Read by type; a store written before
+        /// it existed says so in `detail`'s words (`state::INTERRUPTED`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        interrupted: bool,
     },
     Log {
         run: RunId,
@@ -124,6 +129,10 @@ pub enum Event {
     },
     Paused {
         reason: String,
+        /// Who paused it (who may lift it). Absent in stores and clients older than the
+        /// type: [`crate::model::PauseBy::of_text`] reads the reason then.
+        #[serde(default, skip_serializing_if = "crate::model::PauseBy::is_unknown")]
+        by: crate::model::PauseBy,
     },
     /// The breaker stopped one model's runs (they fail alike); the rest go on.
     /// `Resumed` lifts it.

@@ -94,7 +94,7 @@ impl<W: Write + Send> Printer<W> {
                     one_line(&finding.evidence, 160)
                 )
             }
-            Event::Paused { reason } => format!("{t} sweep paused: {reason}"),
+            Event::Paused { reason, .. } => format!("{t} sweep paused: {reason}"),
             Event::ModelPaused { model, reason } => {
                 format!("{t} runs of {model} paused: {reason}; other runs go on")
             }
@@ -263,6 +263,7 @@ mod tests {
                 },
                 detail: Some(HOSTILE.into()),
                 gpus: vec![0],
+                interrupted: false,
             },
             Event::Diagnosed {
                 run: RunId(0),
@@ -281,6 +282,7 @@ mod tests {
             },
             Event::Paused {
                 reason: HOSTILE.into(),
+                by: crate::model::PauseBy::Policy,
             },
             Event::ModelPaused {
                 model: HOSTILE.into(),

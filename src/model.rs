@@ -170,6 +170,57 @@ pub enum SkipBy {
     Reserve,
 }
 
+/// Who paused the sweep, and so who may lift it: behaviour reads this, never the reason's
+/// words (those are for people).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PauseBy {
+    /// A pause stored before pauses had a type: [`PauseBy::of_text`] reads its words once.
+    #[default]
+    Unknown,
+    /// `p` or `:pause`: only an operator lifts it.
+    Operator,
+    /// The disk watch: a directory the night writes to is below its floor. The watch lifts
+    /// its own pause once space is back, never another.
+    Disk,
+    /// The image budget: the next image does not fit and no image can be removed.
+    ImageBudget,
+    /// The policy, after a failure of a category that pauses the sweep.
+    Policy,
+    /// The store or the run logs failed and the sweep stopped (the daemon's last word).
+    Failure,
+}
+
+impl PauseBy {
+    pub fn is_unknown(&self) -> bool {
+        *self == PauseBy::Unknown
+    }
+
+    /// An old store's pause, from its words (the only place words decide).
+    pub fn of_text(reason: &str) -> PauseBy {
+        if reason.starts_with(crate::state::DISK_PAUSE) {
+            PauseBy::Disk
+        } else if reason.starts_with(crate::state::PAUSED_BY_OPERATOR) {
+            PauseBy::Operator
+        } else if reason.starts_with("disk budget:") {
+            PauseBy::ImageBudget
+        } else if reason.starts_with("the sweep stopped:") {
+            PauseBy::Failure
+        } else {
+            PauseBy::Policy
+        }
+    }
+
+    /// This pause's kind: its type, or for an old one its words.
+    pub fn or_of_text(self, reason: &str) -> PauseBy {
+        if self.is_unknown() {
+            PauseBy::of_text(reason)
+        } else {
+            self
+        }
+    }
+}
+
 impl SkipBy {
     pub fn is_unknown(&self) -> bool {
         *self == SkipBy::Unknown

@@ -64,13 +64,17 @@ pub fn outcome_category(state: &RunState, finding: Option<&Finding>) -> Option<C
     }
 }
 
-/// How every re-queue of an interrupted attempt's detail begins (see [`RunRecord::interrupted`]).
+/// How an interrupted attempt's re-queue detail began before `Event::State` carried
+/// `interrupted` (old stores are read by these words; see [`RunRecord::interrupted`]).
 pub const INTERRUPTED: &str = "interrupted";
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SweepState {
     pub runs: Vec<RunRecord>,
     pub paused: Option<String>,
+    /// Who paused it (see [`crate::model::PauseBy`]); `Unknown` while not paused.
+    #[serde(default, skip_serializing_if = "crate::model::PauseBy::is_unknown")]
+    pub paused_by: crate::model::PauseBy,
     /// Models whose runs the breaker stopped, with why (the sweep itself goes on).
     #[serde(default)]
     pub paused_models: BTreeMap<String, String>,
@@ -129,6 +133,12 @@ impl Progress {
 pub const HELD_BACK: &str =
     "extra repeat held back: run only while the commit's comparison is unknown (max_repeats)";
 
+/// The words of an operator's pause.
+pub const PAUSED_BY_OPERATOR: &str = "paused by the operator";
+
+/// How a pause for disk space begins (`disk::Watch`).
+pub const DISK_PAUSE: &str = "disk space: ";
+
 /// The reason every skip the operator asked for starts with (`u` may undo those).
 pub const SKIPPED_BY_OPERATOR: &str = "skipped by the operator";
 
@@ -175,6 +185,7 @@ impl SweepState {
                 to,
                 detail,
                 gpus,
+                interrupted,
             } => {
                 let Some(r) = self.runs.get_mut(run.0 as usize) else {
                     return Err(IllegalTransition {
@@ -222,9 +233,11 @@ impl SweepState {
                         if from.is_active() {
                             // Interrupted: the attempt ended here, not whenever the next starts.
                             r.finished_ms = Some(at);
-                            if detail
-                                .as_deref()
-                                .is_some_and(|d| d.starts_with(INTERRUPTED))
+                            // By type; a store written before the type says it in words.
+                            if *interrupted
+                                || detail
+                                    .as_deref()
+                                    .is_some_and(|d| d.starts_with(INTERRUPTED))
                             {
                                 r.interrupted += 1;
                             }
@@ -289,12 +302,16 @@ impl SweepState {
                     r.pull = Some((*done, *total));
                 }
             }
-            Event::Paused { reason } => self.paused = Some(reason.clone()),
+            Event::Paused { reason, by } => {
+                self.paused = Some(reason.clone());
+                self.paused_by = by.or_of_text(reason);
+            }
             Event::ModelPaused { model, reason } => {
                 self.paused_models.insert(model.clone(), reason.clone());
             }
             Event::Resumed => {
                 self.paused = None;
+                self.paused_by = crate::model::PauseBy::Unknown;
                 self.paused_models.clear();
             }
             Event::SweepFinished { .. } => {
@@ -417,6 +434,67 @@ mod tests {
         }
     }
 
+    /// Interruptions and pauses are read by their type; a store written before the types
+    /// is read by its words, once, and the type wins over the words.
+    #[test]
+    fn interruptions_and_pauses_by_type_old_stores_by_words() {
+        use crate::model::PauseBy;
+        let mut s = SweepState::new(1);
+        let active = RunState::Active {
+            stage: Stage::PreparingImage,
+        };
+        for (attempt, detail, interrupted, counted) in [
+            (1, "the box went away", true, 1),
+            (2, "interrupted by shutdown", false, 2),
+            (3, "retry after 30s", false, 2),
+        ] {
+            let step = |from: RunState, to: RunState, detail: Option<String>, interrupted| {
+                env(Event::State {
+                    run: RunId(0),
+                    attempt,
+                    from,
+                    to,
+                    detail,
+                    gpus: vec![],
+                    interrupted,
+                })
+            };
+            s.apply(&step(RunState::Queued, active.clone(), None, false))
+                .unwrap();
+            s.apply(&step(
+                active.clone(),
+                RunState::Queued,
+                Some(detail.into()),
+                interrupted,
+            ))
+            .unwrap();
+            assert_eq!(s.runs[0].interrupted, counted, "{detail}");
+        }
+        let old = |reason: &str| -> Envelope {
+            let line =
+                format!(r#"{{"seq":1,"at_ms":1,"event":{{"type":"paused","reason":"{reason}"}}}}"#);
+            serde_json::from_str(&line).unwrap()
+        };
+        for (reason, by) in [
+            ("disk space: /store has 1 GiB free", PauseBy::Disk),
+            ("paused by the operator", PauseBy::Operator),
+            ("disk budget: img needs room", PauseBy::ImageBudget),
+            ("cuda_oom: every run fails alike", PauseBy::Policy),
+        ] {
+            s.apply(&old(reason)).unwrap();
+            assert_eq!(s.paused_by, by, "{reason}");
+            s.apply(&env(Event::Resumed)).unwrap();
+            assert_eq!(s.paused_by, PauseBy::Unknown);
+        }
+        // Words that look like the disk watch's do not make a policy's pause its own.
+        s.apply(&env(Event::Paused {
+            reason: "disk space: said by a recipe".into(),
+            by: PauseBy::Policy,
+        }))
+        .unwrap();
+        assert_eq!(s.paused_by, PauseBy::Policy);
+    }
+
     #[test]
     fn interrupted_attempts_spend_no_retry() {
         let mut s = SweepState::new(1);
@@ -436,6 +514,7 @@ mod tests {
                 to,
                 detail: detail.map(str::to_string),
                 gpus: vec![0],
+                interrupted: false,
             }))
             .unwrap();
         };
@@ -490,6 +569,7 @@ mod tests {
                     to: to.clone(),
                     detail: None,
                     gpus: gpus.clone(),
+                    interrupted: false,
                 },
             })
             .unwrap();
@@ -651,6 +731,7 @@ mod tests {
             },
             detail: None,
             gpus: vec![0],
+            interrupted: false,
         }))
         .unwrap();
         assert_eq!(s.counts().active, 1);
@@ -664,6 +745,7 @@ mod tests {
             },
             detail: None,
             gpus: vec![],
+            interrupted: false,
         }));
         assert!(stale.is_err());
         s.apply(&env(Event::Metric {

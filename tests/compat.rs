@@ -197,6 +197,7 @@ fn todays_lines() -> Vec<String> {
                 },
                 detail: None,
                 gpus: vec![0],
+                interrupted: false,
             },
         ),
         env(
@@ -227,6 +228,7 @@ fn todays_lines() -> Vec<String> {
                 },
                 detail: Some("skipped by the operator".into()),
                 gpus: vec![],
+                interrupted: false,
             },
         ),
         env(

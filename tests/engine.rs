@@ -526,9 +526,9 @@ async fn a_pause_for_disk_space_lifts_itself_but_never_the_operators() {
     .await;
     assert!(finished(&st));
     assert_eq!(s.counts.success, 4);
-    assert!(events
-        .iter()
-        .any(|e| matches!(&e.event, Event::Paused { reason } if reason.contains("1 MiB free"))));
+    assert!(events.iter().any(
+        |e| matches!(&e.event, Event::Paused { reason, .. } if reason.contains("1 MiB free"))
+    ));
     // The operator's pause stays until the operator lifts it.
     let p = plan(&[(SERVE, "")]);
     let (_, _, events) = drive(p, 1, true, move |env, tx| match &env.event {

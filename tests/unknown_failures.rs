@@ -128,7 +128,7 @@ fn a_night_of_unknown_failures_finishes_by_itself_and_groups_them() {
     let evs = events(&store);
     for e in &evs {
         match &e.event {
-            Event::Paused { reason } => panic!("the sweep paused: {reason}"),
+            Event::Paused { reason, .. } => panic!("the sweep paused: {reason}"),
             Event::ModelPaused { model, reason } => panic!("{model} paused: {reason}"),
             Event::State {
                 to: RunState::Held { .. },

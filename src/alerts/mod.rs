@@ -13,7 +13,7 @@
 pub mod send;
 
 use crate::event::{Envelope, Event};
-use crate::model::RunState;
+use crate::model::{PauseBy, RunState};
 use crate::state::SweepState;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -158,12 +158,13 @@ impl Alerter {
         let _ = self.state.apply(env);
         let now = env.at_ms;
         match &env.event {
-            Event::Paused { reason } if reason != "paused by the operator" => self.emit(
-                Kind::Paused,
-                now,
-                "the sweep paused".into(),
-                format!("{reason} — `nightshift attach` to decide"),
-            ),
+            Event::Paused { reason, by } if by.or_of_text(reason) != PauseBy::Operator => self
+                .emit(
+                    Kind::Paused,
+                    now,
+                    "the sweep paused".into(),
+                    format!("{reason} — `nightshift attach` to decide"),
+                ),
             Event::Diagnosed { run, finding, .. } => {
                 match crate::failure_kind::unknown_kind_id(finding) {
                     Some(id) if self.kinds_seen.insert(id.clone()) => {
@@ -327,6 +328,7 @@ mod tests {
             0,
             Event::Paused {
                 reason: "paused by the operator".into(),
+                by: PauseBy::Operator,
             },
         );
         assert!(a.on_event(&op).is_empty());
@@ -335,6 +337,7 @@ mod tests {
                 t,
                 Event::Paused {
                     reason: "disk full".into(),
+                    by: PauseBy::Policy,
                 },
             )
         };
@@ -360,6 +363,7 @@ mod tests {
                 },
                 gpus: vec![],
                 detail: None,
+                interrupted: false,
             },
         );
         assert!(a.on_event(&held).is_empty());
@@ -450,6 +454,7 @@ mod tests {
                 i * 11 * 60_000 / 10,
                 Event::Paused {
                     reason: format!("r{i}"),
+                    by: PauseBy::Policy,
                 },
             );
             sent += a.on_event(&r).len();

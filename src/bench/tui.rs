@@ -63,6 +63,7 @@ pub fn busy_app(runs: usize, lines: usize) -> App {
                 },
                 detail: None,
                 gpus,
+                interrupted: false,
             },
             at,
         );
@@ -104,6 +105,7 @@ pub fn busy_app(runs: usize, lines: usize) -> App {
                 to,
                 detail: None,
                 gpus: vec![],
+                interrupted: false,
             },
             at + 500,
         );

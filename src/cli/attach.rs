@@ -134,7 +134,7 @@ async fn attach_async(store: &Path, started: Option<Started>) -> i32 {
                 Ok(DaemonMsg::Event { env }) => {
                     match &env.event {
                         crate::event::Event::SweepFinished { .. } => saw_end = true,
-                        crate::event::Event::Paused { reason } if env.seq == u64::MAX => {
+                        crate::event::Event::Paused { reason, .. } if env.seq == u64::MAX => {
                             stopped_for = Some(reason.clone())
                         }
                         _ => {}

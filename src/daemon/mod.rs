@@ -235,7 +235,10 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
                 crate::disk::describe(&log_dir),
             );
             tracing::error!("{why}");
-            hub.tell(crate::event::Event::Paused { reason: why });
+            hub.tell(crate::event::Event::Paused {
+                reason: why,
+                by: crate::model::PauseBy::Failure,
+            });
             shutdown.cancel();
             let _ = tokio::time::timeout(Duration::from_secs(2), serving).await;
             if let Some(t) = alerting {

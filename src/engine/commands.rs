@@ -211,7 +211,8 @@ impl Engine {
             Command::Pause => {
                 if self.state.paused.is_none() {
                     self.emit(Event::Paused {
-                        reason: "paused by the operator".into(),
+                        reason: crate::state::PAUSED_BY_OPERATOR.into(),
+                        by: PauseBy::Operator,
                     })?;
                 }
             }
@@ -222,16 +223,15 @@ impl Engine {
             }
             Command::DiskSpace { low: Some(why) } => {
                 if self.state.paused.is_none() {
-                    self.emit(Event::Paused { reason: why })?;
+                    self.emit(Event::Paused {
+                        reason: why,
+                        by: PauseBy::Disk,
+                    })?;
                 }
             }
             Command::DiskSpace { low: None } => {
-                let ours = self
-                    .state
-                    .paused
-                    .as_deref()
-                    .is_some_and(|r| r.starts_with(crate::disk::PREFIX));
-                if ours {
+                // The watch lifts its own pause, never an operator's or the policy's.
+                if self.state.paused_by == PauseBy::Disk {
                     self.emit(Event::Resumed)?;
                 }
             }

@@ -22,19 +22,13 @@ impl Engine {
         let attempt = a.attempt;
         if report.end == RunEnd::Cancelled {
             // Operator cancel ends the run; a shutdown re-queues it for the next resume.
-            let to = if a.cancel_requested {
-                RunState::Finished {
-                    outcome: Outcome::Cancelled,
-                }
-            } else {
-                RunState::Queued
+            if !a.cancel_requested {
+                return self.requeue_interrupted(run, "interrupted by shutdown");
+            }
+            let cancelled = RunState::Finished {
+                outcome: Outcome::Cancelled,
             };
-            let detail = if a.cancel_requested {
-                "cancelled by the operator"
-            } else {
-                "interrupted by shutdown"
-            };
-            return self.set_state(run, to, Some(detail.into()));
+            return self.set_state(run, cancelled, Some("cancelled by the operator".into()));
         }
         let mut result = a.parser.finish();
         let mut per_request = None;
@@ -147,6 +141,7 @@ impl Engine {
         if let Some(reason) = &decision.pause_sweep {
             self.emit(Event::Paused {
                 reason: reason.clone(),
+                by: PauseBy::Policy,
             })?;
         }
         if let Some((model, reason)) = &decision.hold_model {
@@ -242,6 +237,7 @@ impl Engine {
                 if self.state.paused.is_none() {
                     self.emit(Event::Paused {
                         reason: decision.reason.clone(),
+                        by: PauseBy::Policy,
                     })?;
                 }
             }

@@ -16,7 +16,7 @@ mod start;
 use crate::category::{Action, Category};
 use crate::diagnose::{self, Catalog, FailureContext, RecipeBook, RecipeScope, Scanner};
 use crate::event::{now_ms, Command, Envelope, Event, Finding, ImageStatus};
-use crate::model::{Outcome, RunId, RunState, SkipBy, Stage, Stream};
+use crate::model::{Outcome, PauseBy, RunId, RunState, SkipBy, Stage, Stream};
 use crate::observer::Observer;
 use crate::parse::{self, StreamParser};
 use crate::plan::{BenchKind, Plan};
@@ -293,6 +293,22 @@ impl Engine {
         to: RunState,
         detail: Option<String>,
     ) -> anyhow::Result<()> {
+        self.transition(run, to, detail, false)
+    }
+
+    /// An attempt a shutdown or a crash cut short goes back to the queue, counted as an
+    /// interruption (by type: the words are for people).
+    fn requeue_interrupted(&mut self, run: RunId, detail: &str) -> anyhow::Result<()> {
+        self.transition(run, RunState::Queued, Some(detail.into()), true)
+    }
+
+    fn transition(
+        &mut self,
+        run: RunId,
+        to: RunState,
+        detail: Option<String>,
+        interrupted: bool,
+    ) -> anyhow::Result<()> {
         let rec = self.state.run(run);
         let from = rec.state.clone();
         let attempt = if crate::model::starts_new_attempt(&from, &to)
@@ -317,6 +333,7 @@ impl Engine {
             to,
             detail,
             gpus,
+            interrupted,
         })
     }
 
@@ -352,7 +369,11 @@ impl Engine {
         self.prepare_runs()?;
         if let Some(why) = self.start_paused.take() {
             if self.state.paused.is_none() {
-                self.emit(Event::Paused { reason: why })?;
+                // The disk watch found a directory below its floor before the night began.
+                self.emit(Event::Paused {
+                    reason: why,
+                    by: PauseBy::Disk,
+                })?;
             }
         }
         let image_stop = CancellationToken::new();
@@ -553,14 +574,7 @@ impl Engine {
             let id = spec.id;
             let st = self.state.run(id).state.clone();
             if st.is_active() {
-                self.set_state(
-                    id,
-                    RunState::Queued,
-                    Some(format!(
-                        "{}: re-queued as a new attempt",
-                        crate::state::INTERRUPTED
-                    )),
-                )?;
+                self.requeue_interrupted(id, "interrupted: re-queued as a new attempt")?;
             }
             if self.state.run(id).state != RunState::Queued {
                 continue;

@@ -183,6 +183,7 @@ mod tests {
             to: RunState::Queued,
             detail: None,
             gpus: Vec::new(),
+            interrupted: false,
         }
     }
 

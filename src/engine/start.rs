@@ -214,6 +214,7 @@ impl Engine {
         if r.status == ImageStatus::Full && self.state.paused.is_none() {
             self.emit(Event::Paused {
                 reason: format!("disk budget: {} needs room — {}", r.image, r.detail),
+                by: crate::model::PauseBy::ImageBudget,
             })?;
         }
         self.emit(Event::Image {

@@ -92,7 +92,9 @@ pub fn entry(env: &Envelope, key: &dyn Fn(RunId) -> String) -> Option<Entry> {
             };
             Some(e("policy", what, detail, Some(*run)))
         }
-        Event::Paused { reason } if !reason.contains("by the operator") => {
+        Event::Paused { reason, by }
+            if by.or_of_text(reason) != crate::model::PauseBy::Operator =>
+        {
             Some(e("policy", "pause the sweep".into(), reason.clone(), None))
         }
         Event::Drift { shift } => Some(e(
@@ -220,6 +222,7 @@ mod tests {
             },
             detail: Some("needs an operator: cuda_oom".into()),
             gpus: vec![],
+            interrupted: false,
         });
         let e = entry(&held, &key).unwrap();
         assert_eq!(e.source, "policy");
@@ -233,6 +236,7 @@ mod tests {
             to: RunState::Queued,
             detail: Some("operator: retry".into()),
             gpus: vec![],
+            interrupted: false,
         });
         assert_eq!(entry(&by_operator, &key), None);
     }

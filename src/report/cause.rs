@@ -210,6 +210,7 @@ mod tests {
             to,
             detail: None,
             gpus: vec![3],
+            interrupted: false,
         }
     }
 

@@ -102,6 +102,7 @@ mod tests {
             to,
             detail: None,
             gpus,
+            interrupted: false,
         }
     }
     const PREP: RunState = RunState::Active {

@@ -263,6 +263,7 @@ pub fn prepare(
                 to: RunState::Queued,
                 detail: Some(why.clone()),
                 gpus: vec![],
+                interrupted: false,
             },
         })?;
         report.requeued.push((snap.runs[i].key.clone(), why));

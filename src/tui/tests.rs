@@ -50,6 +50,7 @@ impl Feed {
                 to,
                 detail: None,
                 gpus,
+                interrupted: false,
             },
         );
     }
@@ -442,6 +443,7 @@ fn skip_keys_and_pause() {
         at_ms: T0 + 100_000,
         event: Event::Paused {
             reason: "paused by the operator".into(),
+            by: crate::model::PauseBy::Operator,
         },
     });
     assert_eq!(key(&mut app, 'p'), vec![Effect::Send(Command::Resume)]);
@@ -554,6 +556,7 @@ fn a_new_attempt_is_marked_in_the_log() {
                 to,
                 detail: None,
                 gpus: vec![2],
+                interrupted: false,
             },
         );
     }
@@ -697,6 +700,7 @@ fn an_action_key_acts_on_the_run_the_operator_saw() {
             },
             detail: None,
             gpus: vec![],
+            interrupted: false,
         },
     );
     assert_ne!(app.selected_run(), Some(seen), "the list moved");

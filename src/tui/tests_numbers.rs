@@ -225,6 +225,7 @@ fn the_eta_says_paused_while_paused() {
         100_000,
         Event::Paused {
             reason: "paused by the operator".into(),
+            by: crate::model::PauseBy::Operator,
         },
     );
     let s = render(&app, 160, 48);
@@ -253,6 +254,7 @@ fn the_diagnosis_banner_leaves_once_the_run_is_fixed_or_skipped() {
             to: RunState::Queued,
             detail: Some("operator: retry with fix aimv2-exist-ok".into()),
             gpus: vec![],
+            interrupted: false,
         },
     );
     let s = render(&app, 160, 48);

@@ -34,6 +34,7 @@ fn state(run: RunId, from: RunState, to: RunState, gpus: Vec<u32>) -> Event {
         to,
         detail: None,
         gpus,
+        interrupted: false,
     }
 }
 
@@ -195,6 +196,7 @@ fn pauses_stop_starts_and_a_resume_lifts_them() {
     let mut s = fresh(&p, 4);
     s.apply(&Event::Paused {
         reason: "disk".into(),
+        by: crate::model::PauseBy::Disk,
     });
     assert!(starts(&mut s, t0).is_empty());
     s.apply(&Event::ModelPaused {

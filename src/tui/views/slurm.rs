@@ -124,6 +124,7 @@ mod tests {
                     },
                     detail: None,
                     gpus: vec![run],
+                    interrupted: false,
                 },
             );
             for (k, v) in [
