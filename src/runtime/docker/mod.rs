@@ -597,7 +597,14 @@ impl Runtime for DockerRuntime {
         }
         // A panic inside the attempt must not skip the teardown below: the containers it
         // started would hold their GPUs after the engine handed them on.
-        let attempt = std::panic::AssertUnwindSafe(self.attempt(&job, &sink, &lo, &clock));
+        let attempt = attempt::Attempt {
+            rt: self,
+            job: &job,
+            sink: &sink,
+            lo: &lo,
+            clock: &clock,
+        };
+        let attempt = std::panic::AssertUnwindSafe(attempt.run());
         let mut report = tokio::select! {
             r = futures_util::FutureExt::catch_unwind(attempt) => r.unwrap_or_else(|p| {
                 let why = p
