@@ -7,7 +7,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The whole of `path` when it is a regular file of at most `max` bytes.
-pub fn read_file(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_file(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     // O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting.
     let f = std::fs::OpenOptions::new()
         .read(true)

@@ -31,12 +31,12 @@ pub fn main() -> i32 {
     run(cli)
 }
 
-pub fn load_plan(path: &std::path::Path) -> Result<Plan, i32> {
+pub(crate) fn load_plan(path: &std::path::Path) -> Result<Plan, i32> {
     load_plan_fixed(path, None)
 }
 
 /// [`load_plan`] with the fixes of `fixes` (a `--fixes FILE`) applied to their commits.
-pub fn load_plan_fixed(
+pub(crate) fn load_plan_fixed(
     path: &std::path::Path,
     fixes: Option<&std::path::Path>,
 ) -> Result<Plan, i32> {

@@ -209,7 +209,7 @@ impl CommandView {
     }
 
     /// The placeholder and optional-bracket rules of the plan format. Env values are exempt.
-    pub fn problems(&self) -> Vec<CommandProblem> {
+    pub(crate) fn problems(&self) -> Vec<CommandProblem> {
         let mut out = Vec::new();
         let bracket = |t: &str| t.starts_with("[-");
         for f in &self.flags {

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 /// `$XDG_CACHE_HOME/nightshift` (an absolute one), else `~/.cache/nightshift`.
-pub fn cache_root() -> Option<PathBuf> {
+pub(crate) fn cache_root() -> Option<PathBuf> {
     std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())

@@ -26,12 +26,12 @@ pub fn space(path: &Path) -> Option<Space> {
 }
 
 /// Free bytes on the filesystem holding `path`.
-pub fn free_bytes(path: &Path) -> Option<u64> {
+pub(crate) fn free_bytes(path: &Path) -> Option<u64> {
     space(path).map(|s| s.avail)
 }
 
 /// `1.5 GiB`, `640.0 MiB`, `12 B`.
-pub fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
     if n < 1024 {
         return format!("{n} B");
@@ -104,7 +104,7 @@ pub enum Step {
 impl Watch {
     /// Space above the floor a paused night waits for before it resumes, so a disk
     /// hovering at the floor does not flap pause/resume every tick.
-    pub fn margin(&self) -> u64 {
+    pub(crate) fn margin(&self) -> u64 {
         (self.floor / 4).max(64 << 20)
     }
 

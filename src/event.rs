@@ -2,7 +2,7 @@
 //! The engine folds events into state, the store persists them, views render them.
 
 use crate::category::{Action, Category};
-use crate::model::{Pipe, RunId, RunState, Stage, Stream};
+use crate::model::{Pipe, RunId, RunState, Stream};
 use serde::{Deserialize, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -313,7 +313,7 @@ impl Command {
 /// activity log and to name the client whose action another's command collided with.
 /// Whether the signer the daemon recorded (`name (uid N)`: the kernel's uid beside the
 /// name the client sent) is `me`, the name this client sends.
-pub fn signed_by(recorded: &str, me: &str) -> bool {
+pub(crate) fn signed_by(recorded: &str, me: &str) -> bool {
     recorded.split(" (uid ").next() == Some(me)
 }
 
@@ -344,13 +344,5 @@ impl Command {
             Command::Signed { command, .. } => command.run(),
             _ => None,
         }
-    }
-}
-
-/// Stage used in headless output and the TUI when an event is a stage change.
-pub fn stage_of(state: &RunState) -> Option<Stage> {
-    match state {
-        RunState::Active { stage } => Some(*stage),
-        _ => None,
     }
 }

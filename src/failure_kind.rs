@@ -41,7 +41,7 @@ impl FailureKind {
     }
 
     /// The kind of a finding: its telling line, normalised.
-    pub fn of_finding(f: &Finding) -> FailureKind {
+    pub(crate) fn of_finding(f: &Finding) -> FailureKind {
         FailureKind::of_line(telling_line(&f.evidence, &f.telling))
     }
 
@@ -52,7 +52,7 @@ impl FailureKind {
 }
 
 /// The short id of a normalised text.
-pub fn id_of(text: &str) -> String {
+pub(crate) fn id_of(text: &str) -> String {
     format!("{:012x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()) >> 16)
 }
 
@@ -83,12 +83,12 @@ fn is_exception_line(l: &str) -> bool {
 
 /// A failure no signature explains: `other`, or a category decided with low confidence.
 /// Plan-time predictions are never unknown (they are about a known bug).
-pub fn is_unknown(category: Category, confidence: Option<f32>, predicted: bool) -> bool {
+pub(crate) fn is_unknown(category: Category, confidence: Option<f32>, predicted: bool) -> bool {
     !predicted && (category == Category::Other || confidence.is_some_and(|c| c < LOW_CONFIDENCE))
 }
 
 /// [`is_unknown`] of a finding.
-pub fn finding_is_unknown(f: &Finding) -> bool {
+pub(crate) fn finding_is_unknown(f: &Finding) -> bool {
     is_unknown(f.category, f.confidence, f.predicted)
 }
 
@@ -98,7 +98,7 @@ pub fn unknown_kind(f: &Finding) -> Option<FailureKind> {
 }
 
 /// The id of a finding's kind: as recorded when it was diagnosed, else worked out now.
-pub fn kind_id_of(f: &Finding) -> String {
+pub(crate) fn kind_id_of(f: &Finding) -> String {
     match &f.kind {
         Some(id) => id.clone(),
         None => FailureKind::of_finding(f).id,
@@ -106,18 +106,18 @@ pub fn kind_id_of(f: &Finding) -> String {
 }
 
 /// [`kind_id_of`] an unknown failure; None for a named one.
-pub fn unknown_kind_id(f: &Finding) -> Option<String> {
+pub(crate) fn unknown_kind_id(f: &Finding) -> Option<String> {
     finding_is_unknown(f).then(|| kind_id_of(f))
 }
 
 /// The kind id a diagnosis gets recorded with: Some for an unknown failure.
-pub fn kind_of_diagnosis(d: &crate::diagnose::Diagnosis) -> Option<String> {
+pub(crate) fn kind_of_diagnosis(d: &crate::diagnose::Diagnosis) -> Option<String> {
     is_unknown(d.category, Some(d.confidence), d.predicted)
         .then(|| FailureKind::of_line(telling_line(&d.evidence, &d.telling)).id)
 }
 
 /// Whether `prefix` (4+ hex digits, any case) names kind `id`.
-pub fn id_matches(id: &str, prefix: &str) -> bool {
+pub(crate) fn id_matches(id: &str, prefix: &str) -> bool {
     prefix.len() >= 4 && id.starts_with(&prefix.to_ascii_lowercase())
 }
 
@@ -172,7 +172,7 @@ fn masks() -> &'static Masks {
 /// timestamps `<TS>`, UUIDs `<ID>`, URLs `<URL>`, IP addresses with their port `<IP>`,
 /// paths `<PATH>`, hex hashes and addresses `<HEX>`, numbers `<N>`; runs of whitespace one
 /// space. Idempotent.
-pub fn normalise(line: &str) -> String {
+pub(crate) fn normalise(line: &str) -> String {
     let m = masks();
     let s = m.ansi.replace_all(line, "");
     let s = m.iso_ts.replace_all(&s, "<TS>");
@@ -220,7 +220,7 @@ const PLACEHOLDERS: [(&str, &str); 8] = [
 
 /// A regex that matches the lines a kind was made from (and lines differing only where
 /// the masks are): literal text escaped, each mask its class, each space `\s+`.
-pub fn to_regex(text: &str) -> String {
+pub(crate) fn to_regex(text: &str) -> String {
     let mut out = String::new();
     let mut rest = text;
     while !rest.is_empty() {

@@ -475,16 +475,5 @@ impl<'a> Planner<'a> {
     }
 }
 
-/// Images nobody needs any more, to remove once the sweep is over with them (the engine
-/// removes them eagerly only when asked; by default they stay until room is needed, so
-/// an operator's retry does not pull 20 GB again).
-pub fn unneeded(needed: &BTreeSet<String>, stock: &Stock, b: &Budget) -> Vec<String> {
-    stock
-        .present
-        .keys()
-        .filter(|i| !needed.contains(*i) && !stock.in_use.contains(*i) && !b.keep.contains(*i))
-        .cloned()
-        .collect()
-}
 #[cfg(test)]
 mod tests;

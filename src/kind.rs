@@ -29,11 +29,11 @@ impl BenchKind {
         }
     }
     /// Only the serving benchmark talks to an HTTP server; the others run vLLM in-process.
-    pub fn needs_server(self) -> bool {
+    pub(crate) fn needs_server(self) -> bool {
         self == BenchKind::Serving
     }
     /// The `vllm bench` subcommand that runs this kind, where one exists.
-    pub fn cli_sub(self) -> Option<&'static str> {
+    pub(crate) fn cli_sub(self) -> Option<&'static str> {
         match self {
             BenchKind::Serving => Some("serve"),
             BenchKind::Throughput => Some("throughput"),
@@ -44,7 +44,7 @@ impl BenchKind {
     /// How long one attempt of this kind typically takes on a real box, from container to
     /// result: a served benchmark 12–25 minutes, an offline one 6–15 (the middle of each).
     /// What the ETA leans on for a model nothing of which has run yet.
-    pub fn typical_secs(self) -> u64 {
+    pub(crate) fn typical_secs(self) -> u64 {
         match self {
             BenchKind::Serving => 1110,
             BenchKind::Throughput | BenchKind::Latency | BenchKind::PrefixCaching => 630,

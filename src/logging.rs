@@ -17,7 +17,7 @@ use tracing_subscriber::EnvFilter;
 static TIMESTAMPS: AtomicBool = AtomicBool::new(false);
 
 /// Prefix every later line with the time (the daemon, whose output is a log file).
-pub fn with_timestamps() {
+pub(crate) fn with_timestamps() {
     TIMESTAMPS.store(true, Ordering::Relaxed);
 }
 

@@ -27,7 +27,8 @@ pub struct Metric {
 }
 
 impl Metric {
-    pub fn lower_is_better(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn lower_is_better(&self) -> bool {
         self.better == Better::Lower
     }
 }
@@ -107,13 +108,14 @@ pub fn lookup(key: &str) -> Metric {
     }
 }
 
-pub fn lower_is_better(key: &str) -> bool {
+#[cfg(test)]
+pub(crate) fn lower_is_better(key: &str) -> bool {
     lookup(key).lower_is_better()
 }
 
 /// The headline metrics of a benchmark kind, most telling first: what decides a verdict
 /// and what a queue cell shows.
-pub fn headline_keys(kind: Kind) -> &'static [&'static str] {
+pub(crate) fn headline_keys(kind: Kind) -> &'static [&'static str] {
     match kind {
         Kind::Serving => &[
             "output_throughput_tok_s",
@@ -135,7 +137,7 @@ pub fn headline_keys(kind: Kind) -> &'static [&'static str] {
 
 /// The benchmark kind a set of metrics came from, for callers that only have the metrics
 /// (a stored attempt). Each kind prints keys no other kind prints.
-pub fn infer_kind(metrics: &BTreeMap<String, f64>) -> Kind {
+pub(crate) fn infer_kind(metrics: &BTreeMap<String, f64>) -> Kind {
     let has = |k: &str| metrics.contains_key(k);
     if has("throughput_req_s") || has("throughput_output_tok_s") || has("throughput_total_tok_s") {
         Kind::Throughput
@@ -177,7 +179,7 @@ pub fn headline(metrics: &BTreeMap<String, f64>) -> Option<(&'static str, f64)> 
 }
 
 /// The headline key two sets of metrics share (what a comparison is decided on).
-pub fn shared_headline(
+pub(crate) fn shared_headline(
     a: &BTreeMap<String, f64>,
     b: &BTreeMap<String, f64>,
 ) -> Option<&'static str> {
@@ -189,7 +191,7 @@ pub fn shared_headline(
 
 /// How much better `candidate` is than `reference`, in percent: positive is better whatever
 /// the metric's direction. None for metrics with no better direction or a zero reference.
-pub fn improvement_pct(key: &str, candidate: f64, reference: f64) -> Option<f64> {
+pub(crate) fn improvement_pct(key: &str, candidate: f64, reference: f64) -> Option<f64> {
     if reference == 0.0 || !reference.is_finite() || !candidate.is_finite() {
         return None;
     }
@@ -203,7 +205,7 @@ pub fn improvement_pct(key: &str, candidate: f64, reference: f64) -> Option<f64>
 
 /// An improvement worded with its direction: "faster 4.3%", "slower 2.1%", "more tok/s
 /// 3.0%", "less tok/s 1.0%" — never a bare signed number whose sign a reader must decode.
-pub fn delta_label(key: &str, improvement_pct: f64) -> String {
+pub(crate) fn delta_label(key: &str, improvement_pct: f64) -> String {
     let d = lookup(key);
     let better = improvement_pct >= 0.0;
     let word = match (d.better, d.unit, better) {
@@ -218,7 +220,7 @@ pub fn delta_label(key: &str, improvement_pct: f64) -> String {
 }
 
 /// The short form for narrow cells: "▲4.3%" better, "▼2.1%" worse.
-pub fn delta_short(improvement_pct: f64) -> String {
+pub(crate) fn delta_short(improvement_pct: f64) -> String {
     if improvement_pct >= 0.0 {
         format!("▲{:.1}%", improvement_pct)
     } else {
@@ -227,7 +229,7 @@ pub fn delta_short(improvement_pct: f64) -> String {
 }
 
 /// The unit-bearing short name a queue or results cell puts after a value.
-pub fn short_name(key: &str) -> &'static str {
+pub(crate) fn short_name(key: &str) -> &'static str {
     match key {
         "output_throughput_tok_s" | "throughput_output_tok_s" => "out tok/s",
         "total_throughput_tok_s" | "throughput_total_tok_s" => "tok/s",

@@ -192,12 +192,12 @@ pub enum PauseBy {
 }
 
 impl PauseBy {
-    pub fn is_unknown(&self) -> bool {
+    pub(crate) fn is_unknown(&self) -> bool {
         *self == PauseBy::Unknown
     }
 
     /// An old store's pause, from its words (the only place words decide).
-    pub fn of_text(reason: &str) -> PauseBy {
+    pub(crate) fn of_text(reason: &str) -> PauseBy {
         if reason.starts_with(crate::state::DISK_PAUSE) {
             PauseBy::Disk
         } else if reason.starts_with(crate::state::PAUSED_BY_OPERATOR) {
@@ -212,7 +212,7 @@ impl PauseBy {
     }
 
     /// This pause's kind: its type, or for an old one its words.
-    pub fn or_of_text(self, reason: &str) -> PauseBy {
+    pub(crate) fn or_of_text(self, reason: &str) -> PauseBy {
         if self.is_unknown() {
             PauseBy::of_text(reason)
         } else {
@@ -222,13 +222,13 @@ impl PauseBy {
 }
 
 impl SkipBy {
-    pub fn is_unknown(&self) -> bool {
+    pub(crate) fn is_unknown(&self) -> bool {
         *self == SkipBy::Unknown
     }
 
     /// An old store's skip, from its words (the only place words decide: stores written
     /// since carry the type).
-    pub fn of_text(reason: &str) -> SkipBy {
+    pub(crate) fn of_text(reason: &str) -> SkipBy {
         if reason.starts_with(crate::state::SKIPPED_BY_OPERATOR) {
             SkipBy::Operator
         } else if reason.starts_with(crate::category::NOT_RUN_GATED) {
@@ -345,7 +345,7 @@ pub struct IllegalTransition {
 }
 
 /// Whether `to` is also a new attempt (a re-queue after the previous attempt ended).
-pub fn starts_new_attempt(from: &RunState, to: &RunState) -> bool {
+pub(crate) fn starts_new_attempt(from: &RunState, to: &RunState) -> bool {
     matches!(to, RunState::Queued)
         && matches!(from, RunState::Held { .. } | RunState::Finished { .. })
 }

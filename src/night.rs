@@ -79,10 +79,10 @@ pub struct Night {
 
 impl Night {
     /// GPU time idle on images, as a share of the GPU time the bound allows.
-    pub fn idle_share(&self) -> f64 {
+    pub(crate) fn idle_share(&self) -> f64 {
         self.gpu_wait_s / (self.gpus as f64 * self.lower_bound_s).max(1.0)
     }
-    pub fn ratio(&self) -> f64 {
+    pub(crate) fn ratio(&self) -> f64 {
         self.makespan_s / self.lower_bound_s.max(1.0)
     }
 }
@@ -158,7 +158,7 @@ fn start(
 }
 
 /// The night of `plan`'s runnable runs; `share`: images share layers ([`model::mix`]).
-pub fn simulate(plan: &Plan, bx: &Box_, prefetch: bool, share: bool) -> Night {
+pub(crate) fn simulate(plan: &Plan, bx: &Box_, prefetch: bool, share: bool) -> Night {
     let m = model::mix(plan, bx.gpus, share);
     // Before: commits in plan order. Now: the night's order.
     let rank = if prefetch {

@@ -73,7 +73,7 @@ impl Overrides {
 
     /// These overrides with the plan's own sections (`[policy]`, `[[recipe]]`,
     /// `[[signature]]`) over them. Errors name `plan:line:col`.
-    pub fn with_plan(mut self, text: &str, origin: &str) -> Result<Overrides, String> {
+    pub(crate) fn with_plan(mut self, text: &str, origin: &str) -> Result<Overrides, String> {
         for name in ["policy", "recipe", "signature"] {
             if let Some((line, col)) = other_form(text, name) {
                 return Err(format!(

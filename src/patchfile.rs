@@ -8,7 +8,7 @@ use std::path::Component;
 /// The paths (after `-p1`) a unified or git diff touches: `(existing, deleted)`. Existing
 /// files are copied out to patch; deleted ones are removed in the container afterwards.
 /// Err names a path that would leave the directory.
-pub fn touched_paths(patch: &str) -> Result<(BTreeSet<String>, BTreeSet<String>), String> {
+pub(crate) fn touched_paths(patch: &str) -> Result<(BTreeSet<String>, BTreeSet<String>), String> {
     let mut existing = BTreeSet::new();
     let mut deleted = BTreeSet::new();
     let mut old: Option<String> = None;
@@ -56,7 +56,7 @@ fn strip1(p: &str) -> Result<Option<String>, String> {
 }
 
 /// Every path the diff names (changed, created or deleted), after `-p1`.
-pub fn all_paths(patch: &str) -> BTreeSet<String> {
+pub(crate) fn all_paths(patch: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for line in patch.lines() {
         let Some(rest) = line
@@ -76,7 +76,7 @@ pub fn all_paths(patch: &str) -> BTreeSet<String> {
 /// The patch restricted to the files under `prefix` (`vllm/`: what an installed package
 /// holds), and the paths of the files left out. A file's section runs from its `diff --git`
 /// (or its `---`/`+++` pair) to the next file's; text before the first file is kept.
-pub fn only_under(patch: &str, prefix: &str) -> (String, Vec<String>) {
+pub(crate) fn only_under(patch: &str, prefix: &str) -> (String, Vec<String>) {
     let lines: Vec<&str> = patch.split_inclusive('\n').collect();
     let mut out = String::new();
     let mut dropped = Vec::new();

@@ -136,7 +136,7 @@ fn of_object(v: &Value) -> Option<PerRequest> {
 
 /// Sorted and thinned evenly to at most `max` values (the i-th kept is the value at rank
 /// i·(n−1)/(max−1)), so quantiles read the same.
-pub fn bound(values: &[f64], max: usize) -> Vec<f64> {
+pub(crate) fn bound(values: &[f64], max: usize) -> Vec<f64> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     v.sort_unstable_by(f64::total_cmp);
     if v.len() <= max || max < 2 {
@@ -184,7 +184,7 @@ impl Requests {
     }
 
     /// The quantile of a kind, if the run had it.
-    pub fn quantile(&self, kind: &str, q: f64) -> Option<&Quantile> {
+    pub(crate) fn quantile(&self, kind: &str, q: f64) -> Option<&Quantile> {
         self.quantiles
             .iter()
             .find(|x| x.kind == kind && (x.q - q).abs() < 1e-9)

@@ -39,7 +39,7 @@ fn needs_escape(c: char) -> bool {
 /// string's, become spaces; a backslash-newline continuation joins), every other control
 /// character shown escaped, so pasting it runs nothing by itself (no newline) and cannot
 /// end a bracketed paste (`ESC[201~`).
-pub fn one_line(cmd: &str) -> String {
+pub(crate) fn one_line(cmd: &str) -> String {
     let joined = cmd.replace("\\\r\n", " ").replace("\\\n", " ");
     let spaced: String = joined
         .chars()
@@ -72,7 +72,7 @@ pub fn text(s: &str) -> Cow<'_, str> {
 /// title sequences a log legitimately carries are dropped as the diagnosis reads them
 /// ([`clean`]), then whatever control is left is escaped as
 /// [`terminal`] shows it. A line stays one line.
-pub fn log_line(s: &str) -> Cow<'_, str> {
+pub(crate) fn log_line(s: &str) -> Cow<'_, str> {
     match clean(s) {
         Cow::Borrowed(b) => terminal(b),
         Cow::Owned(o) => Cow::Owned(terminal(&o).into_owned()),
@@ -81,7 +81,7 @@ pub fn log_line(s: &str) -> Cow<'_, str> {
 
 /// One Markdown table cell: controls escaped as [`terminal`] shows them (a line break too,
 /// so a row stays one row) and `|` escaped, so a cell stays one cell.
-pub fn md_cell(s: &str) -> String {
+pub(crate) fn md_cell(s: &str) -> String {
     terminal(s).replace('|', "\\|")
 }
 

@@ -52,7 +52,7 @@ impl RunRecord {
 /// predicted finding). A skip is a decision about a failure, not a cause of its own: the
 /// cause must survive it in every filter, count and digest. Runs still to run, successes
 /// and runs skipped or cancelled with no finding have none.
-pub fn outcome_category(state: &RunState, finding: Option<&Finding>) -> Option<Category> {
+pub(crate) fn outcome_category(state: &RunState, finding: Option<&Finding>) -> Option<Category> {
     match state {
         RunState::Held { category } => Some(*category),
         RunState::Finished { outcome } => match outcome {
@@ -123,7 +123,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn pct(&self) -> usize {
+    pub(crate) fn pct(&self) -> usize {
         (self.done * 100).checked_div(self.total).unwrap_or(0)
     }
 }
@@ -378,7 +378,7 @@ impl SweepState {
 
     /// Failures by category, counting held runs too (they failed, awaiting a decision) and
     /// runs skipped after a diagnosis (see [`outcome_category`]).
-    pub fn failures_by_category(&self) -> BTreeMap<Category, usize> {
+    pub(crate) fn failures_by_category(&self) -> BTreeMap<Category, usize> {
         let mut m = BTreeMap::new();
         for c in self.runs.iter().filter_map(RunRecord::category) {
             *m.entry(c).or_insert(0) += 1;
@@ -386,9 +386,11 @@ impl SweepState {
         m
     }
 
-    /// Mean wall time of the attempts that ran to an end (for the ETA): held and finished
-    /// runs; a queued run's times are an earlier attempt's.
-    pub fn mean_run_ms(&self) -> Option<u64> {
+    #[cfg(test)]
+    /// Mean wall time of the attempts that ran to an end: held and finished runs; a queued
+    /// run's times are an earlier attempt's. The tests' view of the times the fold keeps
+    /// (the ETA learns from `eta`'s own history).
+    pub(crate) fn mean_run_ms(&self) -> Option<u64> {
         let (sum, n) = self
             .runs
             .iter()
@@ -402,7 +404,7 @@ impl SweepState {
     /// (a resumed sweep's runs started before this life's `SweepStarted`) to `now_ms`, or,
     /// once it has `ended`, to its last run's end (a finished store opened again must not
     /// count from the reopening, nor keep counting).
-    pub fn elapsed_ms(&self, now_ms: u64, ended: bool) -> Option<u64> {
+    pub(crate) fn elapsed_ms(&self, now_ms: u64, ended: bool) -> Option<u64> {
         let first_run = self.runs.iter().filter_map(|r| r.started_ms).min();
         let start = match (self.started_ms, first_run) {
             (Some(a), Some(b)) => a.min(b),

@@ -62,7 +62,7 @@ fn length(s: &str) -> Option<Duration> {
 impl Until {
     /// How long from now, in the runtime's time, given the wall clock's seconds since local
     /// midnight (the caller reads the clock and the time zone).
-    pub fn length_from(self, now_since_midnight: Duration) -> Duration {
+    pub(crate) fn length_from(self, now_since_midnight: Duration) -> Duration {
         match self {
             Until::After(d) => d,
             Until::Clock { hour, minute } => {
@@ -78,7 +78,7 @@ impl Until {
 }
 
 /// `2h05m`, `45m`.
-pub fn hm(d: Duration) -> String {
+pub(crate) fn hm(d: Duration) -> String {
     let m = d.as_secs().div_ceil(60);
     if m >= 60 {
         format!("{}h{:02}m", m / 60, m % 60)
@@ -122,7 +122,7 @@ impl Lengths {
     }
 
     /// As [`Lengths::expect`], with `guess` before any run has ended.
-    pub fn expect_or(&self, model: Option<&str>, guess: Duration) -> Duration {
+    pub(crate) fn expect_or(&self, model: Option<&str>, guess: Duration) -> Duration {
         let own = model
             .and_then(|m| self.by_model.get(m))
             .filter(|v| !v.is_empty());
@@ -143,7 +143,7 @@ impl Window {
     /// May a run expected to take `expect` start at `now`? `commit_started`: a variant of
     /// its commit has started; `rest_fits_now`: the commit's remaining variants all find
     /// free GPUs now (they then run side by side, else one may wait for another).
-    pub fn may_start(
+    pub(crate) fn may_start(
         &self,
         now: Instant,
         expect: Duration,

@@ -211,3 +211,64 @@ fn the_sibling_check_reads_paths_and_groups() {
     assert_eq!(siblings_used(text, &sibs), vec!["a", "b", "c"]);
     assert_eq!(siblings_used("// super::c", &sibs), Vec::<String>::new());
 }
+
+/// The names of the functions a file declares `pub` (not `pub(crate)`).
+fn pub_fns(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim_start().strip_prefix("pub ")?;
+            let l = l.strip_prefix("async ").unwrap_or(l);
+            let l = l.strip_prefix("const ").unwrap_or(l);
+            let name = l.strip_prefix("fn ")?;
+            let end = name.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+            Some(name[..end].to_string())
+        })
+        .collect()
+}
+
+/// `pub(crate)` by default: a function is `pub` only if something outside the library
+/// uses it (the binary, the integration tests, the benches). Everything else is
+/// `pub(crate)`, so rustc's dead-code lint sees it: a function nothing calls fails the
+/// build instead of lingering.
+#[test]
+fn a_pub_function_is_used_outside_the_crate() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut outside = Vec::new();
+    for dir in ["tests", "benches"] {
+        if root.join(dir).is_dir() {
+            rust_files(&root.join(dir), &mut outside);
+        }
+    }
+    outside.push(root.join("src/main.rs"));
+    let used: String = outside
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let words: std::collections::HashSet<&str> = used
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .collect();
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut wrong = Vec::new();
+    for f in files.iter().filter(|f| !f.ends_with("src/main.rs")) {
+        let text = std::fs::read_to_string(f).unwrap();
+        for name in pub_fns(&text) {
+            if !words.contains(name.as_str()) {
+                let rel = f.strip_prefix(root).unwrap().display().to_string();
+                wrong.push(format!("{rel}: fn {name}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "pub but used only inside the crate (make them pub(crate); rustc then says which are dead):\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_pub_check_reads_declarations() {
+    let text = "pub fn a() {}\npub(crate) fn b() {}\n    pub async fn c_d(x: u8) {}\nfn e() {}\npub const fn f() {}";
+    assert_eq!(pub_fns(text), ["a", "c_d", "f"]);
+}

@@ -119,7 +119,7 @@ fn note(failed: &mut Vec<String>, url: &str, r: reqwest::Result<reqwest::Respons
 
 /// The variables of `parent` (the daemon's environment) an alert command gets: those of
 /// [`HOOK_ENV`] and those the operator named in `named`, nothing else.
-pub fn hook_env(
+pub(crate) fn hook_env(
     parent: impl IntoIterator<Item = (OsString, OsString)>,
     named: &[String],
 ) -> Vec<(OsString, OsString)> {
@@ -135,7 +135,11 @@ pub fn hook_env(
 /// The command for one alert: `sh -c CMD` with only `env` ([`hook_env`]) and the alert's
 /// NIGHTSHIFT_ALERT_* variables in its environment (nothing inherited), the alert as JSON
 /// on its stdin.
-pub fn hook_command(cmd: &str, a: &Alert, env: &[(OsString, OsString)]) -> tokio::process::Command {
+pub(crate) fn hook_command(
+    cmd: &str,
+    a: &Alert,
+    env: &[(OsString, OsString)],
+) -> tokio::process::Command {
     let mut c = tokio::process::Command::new("sh");
     c.arg("-c")
         .arg(cmd)

@@ -98,10 +98,11 @@ fn serving_block(rng: &mut Rng, out: &mut Vec<u8>) {
     out.extend_from_slice(format!("{}\n", "=".repeat(50)).as_bytes());
 }
 
+#[cfg(test)]
 /// Synthesises about `size` bytes of server log; returns the bytes and the number of
 /// serving result blocks in them. Without `request_logs` the server ran with
 /// `--disable-log-requests` (short lines only: access, stats, engine lines).
-pub fn synth(size: usize, seed: u64) -> (Vec<u8>, usize) {
+pub(crate) fn synth(size: usize, seed: u64) -> (Vec<u8>, usize) {
     synth_with(size, seed, true)
 }
 

@@ -19,7 +19,7 @@ fn env(seq: u64, at_ms: u64, event: Event) -> Envelope {
 
 /// A sweep in mid-night: a third finished, some held, 8 active, the rest queued; `lines`
 /// log lines spread over the active and finished runs.
-pub fn busy_app(runs: usize, lines: usize) -> App {
+pub(crate) fn busy_app(runs: usize, lines: usize) -> App {
     let plan = Arc::new(crate::plan::synthetic::synthetic_plan(runs));
     let n = plan.runs.len();
     let mut app = App::new(

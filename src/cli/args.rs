@@ -73,7 +73,7 @@ pub struct AlertArgs {
 }
 
 impl AlertArgs {
-    pub fn targets(&self) -> (crate::alerts::Targets, crate::alerts::Limits) {
+    pub(crate) fn targets(&self) -> (crate::alerts::Targets, crate::alerts::Limits) {
         (
             crate::alerts::Targets {
                 webhooks: self.alert_webhook.clone(),

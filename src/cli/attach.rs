@@ -17,7 +17,7 @@ pub fn attach(store: &Path) -> i32 {
 /// `nightshift run PLAN` (with the TUI): start the store's daemon in the background unless
 /// one runs already, then attach. `argv` is this process's command line, reused for the
 /// daemon with `--headless` (and the store made explicit).
-pub fn start_and_attach(
+pub(crate) fn start_and_attach(
     a: &crate::daemon::commands::RunArgs,
     argv: Vec<std::ffi::OsString>,
 ) -> i32 {
@@ -39,7 +39,7 @@ pub fn start_and_attach(
 }
 
 /// `attach`, for a daemon this process may have started.
-pub fn attach_to(store: &Path, started: Option<Started>) -> i32 {
+pub(crate) fn attach_to(store: &Path, started: Option<Started>) -> i32 {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() {
         tracing::error!("the TUI needs a terminal (`nightshift status` prints one line)");

@@ -144,7 +144,7 @@ fn start(
 
 /// The TUI over an engine in this process (the demo): returns when the operator quits or a
 /// signal arrives; the sweep stops with it.
-pub async fn run_tui(
+pub(crate) async fn run_tui(
     plan: Arc<Plan>,
     mut engine: Engine,
     cmds: CommandSender,

@@ -47,7 +47,7 @@ pub struct LearnArgs {
 }
 
 /// `results --group ID [--skip|--retry|--fix RECIPE]`.
-pub fn results_group(store: Option<PathBuf>, a: &GroupArgs) -> i32 {
+pub(crate) fn results_group(store: Option<PathBuf>, a: &GroupArgs) -> i32 {
     let Some(id) = a.group.as_deref() else {
         return 2;
     };
@@ -114,7 +114,7 @@ pub fn results_group(store: Option<PathBuf>, a: &GroupArgs) -> i32 {
 /// The `[[signature]]` entry a group becomes. Its comment quotes the group's first line and
 /// models (log and plan text) with their controls escaped: a TOML comment may not hold
 /// them, and the entry is printed to the terminal too.
-pub fn signature_entry(g: &FailureGroup, category: Category, today: &str) -> String {
+pub(crate) fn signature_entry(g: &FailureGroup, category: Category, today: &str) -> String {
     let q = |s: &str| toml::Value::String(s.to_string()).to_string();
     let models: Vec<String> = g.models.iter().map(|s| terminal(s).into_owned()).collect();
     let first: String = g.first_line.chars().take(300).collect();
@@ -236,7 +236,7 @@ pub fn learn(a: &LearnArgs) -> i32 {
 
 /// Append the group's signature to the catalog at `path` once it is known to load with
 /// the built-ins and to match every line in `lines`.
-pub fn write_learned(
+pub(crate) fn write_learned(
     path: &Path,
     g: &FailureGroup,
     category: Category,

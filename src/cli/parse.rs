@@ -15,7 +15,7 @@ const JSON_CAP: usize = 256 << 20;
 /// [`crate::parse::parse_bytes`] over a reader, chunk by chunk: printed text goes through the
 /// streaming parser as it is read (it skips over-long lines rather than holding them), so
 /// memory stays bounded at any size; only what may be a JSON result file is kept whole.
-pub fn parse_reader(r: &mut dyn Read) -> std::io::Result<ParseResult> {
+pub(crate) fn parse_reader(r: &mut dyn Read) -> std::io::Result<ParseResult> {
     let mut text = StreamParser::new();
     // None: only whitespace so far; Some(json): the input from its first other byte, while
     // it may still be JSON.
@@ -68,7 +68,7 @@ fn number(v: f64) -> String {
 }
 
 /// One `--json` line: `{"file","kind","vllm_version","metrics","truncated"}`.
-pub fn json_line(file: &str, r: &ParseResult) -> String {
+pub(crate) fn json_line(file: &str, r: &ParseResult) -> String {
     let mut s = String::with_capacity(256);
     s.push_str("{\"file\":");
     s.push_str(&serde_json::to_string(file).unwrap_or_else(|_| "\"\"".into()));

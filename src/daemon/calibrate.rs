@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The A/A plan: the baseline of the first `commits` runnable commits, `repeats` times
 /// each, back to back (the drift between groups is not noise within one).
-pub fn aa_plan(plan: &Plan, commits: usize, repeats: u32) -> Plan {
+pub(crate) fn aa_plan(plan: &Plan, commits: usize, repeats: u32) -> Plan {
     let mut p = plan.clone();
     p.name = format!("{}-calibrate", plan.name);
     p.hash = format!("{}-calibrate-{commits}x{repeats}", plan.hash);
@@ -52,7 +52,7 @@ pub fn aa_plan(plan: &Plan, commits: usize, repeats: u32) -> Plan {
 }
 
 /// The bands the A/A store shows: every group of identical runs it holds.
-pub fn bands_of(store: &Store) -> anyhow::Result<Calibration> {
+pub(crate) fn bands_of(store: &Store) -> anyhow::Result<Calibration> {
     let all = store.docs()?;
     let docs = store.in_order(&all);
     let mut c = report::learn_bands(&docs);
@@ -65,7 +65,7 @@ pub fn bands_of(store: &Store) -> anyhow::Result<Calibration> {
 
 /// Where the A/A runs are kept: beside the sweep's store (`<store>-calibration`), never
 /// mixed with the sweep's runs nor inside its directory (snapshots copy that whole).
-pub fn aa_dir(store: &Path) -> PathBuf {
+pub(crate) fn aa_dir(store: &Path) -> PathBuf {
     let mut name = store.file_name().unwrap_or_default().to_os_string();
     name.push("-calibration");
     store.with_file_name(name)

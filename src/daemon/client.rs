@@ -22,7 +22,7 @@ fn store_held(store: &Path) -> bool {
 
 /// A daemon holds the store's lock (`daemon.lock`): it is running, or starting and about
 /// to bind its socket.
-pub fn daemon_holds(store: &Path) -> bool {
+pub(crate) fn daemon_holds(store: &Path) -> bool {
     use std::os::unix::fs::OpenOptionsExt;
     let Ok(f) = std::fs::OpenOptions::new()
         .read(true)
@@ -37,7 +37,7 @@ pub fn daemon_holds(store: &Path) -> bool {
 /// How long a client waits for a starting daemon's socket.
 const STARTING_WAIT: Duration = Duration::from_secs(10);
 
-pub fn not_running(store: &Path) -> String {
+pub(crate) fn not_running(store: &Path) -> String {
     let stale = protocol::socket_path(store).exists();
     format!(
         "nightshift: no sweep is running on {}{}",
@@ -300,7 +300,7 @@ impl Started {
 
 /// Why the daemon's connection ended, for the TUI: `Ok` when the sweep finished (or was
 /// stopped) as it should, else what is known of the crash.
-pub fn why_ended(
+pub(crate) fn why_ended(
     saw_end: bool,
     stopped_for: Option<String>,
     started: Option<&Started>,
@@ -328,7 +328,7 @@ pub fn why_ended(
 
 /// Send one operator command to the live daemon on `store`, as an attached client would
 /// (attach, the command, leave). Err says why not (no daemon, refused).
-pub fn send_command(store: &Path, command: crate::event::Command) -> Result<(), String> {
+pub(crate) fn send_command(store: &Path, command: crate::event::Command) -> Result<(), String> {
     let mut s = std::os::unix::net::UnixStream::connect(protocol::socket_path(store))
         .map_err(|_| not_running(store))?;
     s.set_read_timeout(Some(Duration::from_secs(30))).ok();
@@ -355,7 +355,7 @@ pub fn send_command(store: &Path, command: crate::event::Command) -> Result<(), 
 /// A query (`results`, `show`, `digest`) answered by the live daemon: None when no daemon
 /// runs on `store` (the caller reads the store itself); else the text, or the error and its
 /// exit status.
-pub fn query_text(store: &Path, want: Want) -> Option<Result<String, (i32, String)>> {
+pub(crate) fn query_text(store: &Path, want: Want) -> Option<Result<String, (i32, String)>> {
     if !alive(store) {
         return None;
     }

@@ -46,7 +46,7 @@ pub(crate) fn store_error(e: &StoreError) -> i32 {
 }
 
 /// Open the store of a sweep for running it; exit code on failure.
-pub fn open_for_run(dir: &Path, plan: &Plan) -> Result<Store, i32> {
+pub(crate) fn open_for_run(dir: &Path, plan: &Plan) -> Result<Store, i32> {
     Store::verify(dir).map_err(|e| store_error(&e))?;
     let store = Store::open(dir, true).map_err(|e| store_error(&e))?;
     if let Some(p) = store.plan() {
@@ -61,7 +61,7 @@ pub fn open_for_run(dir: &Path, plan: &Plan) -> Result<Store, i32> {
     Ok(store)
 }
 
-pub fn resolve_dir(store: Option<PathBuf>, sweep: &str) -> Result<PathBuf, i32> {
+pub(crate) fn resolve_dir(store: Option<PathBuf>, sweep: &str) -> Result<PathBuf, i32> {
     match store.or_else(|| crate::store::default_dir(sweep)) {
         Some(d) => Ok(d),
         None => {
@@ -81,7 +81,7 @@ pub struct Prepared {
 
 /// Open (or create) the sweep's store, apply `--retry-failed` / `--rerun-changed`, and say
 /// what resuming found. Errors are printed; the `Err` is the exit status.
-pub fn prepare_run(a: &RunArgs) -> Result<Prepared, i32> {
+pub(crate) fn prepare_run(a: &RunArgs) -> Result<Prepared, i32> {
     let retry_failed = match &a.retry_failed {
         None => None,
         Some(None) => Some(None),
@@ -144,7 +144,7 @@ fn usable_dir(dir: &Path) -> std::io::Result<()> {
 /// root. A reader never takes the writer's lock (sled's is exclusive: a `results` in a
 /// loop would refuse every `run`): it reads a snapshot of the database taken now. Only
 /// when no snapshot opens is the store itself opened, for its own error.
-pub fn find_store(store: Option<PathBuf>) -> Result<Store, i32> {
+pub(crate) fn find_store(store: Option<PathBuf>) -> Result<Store, i32> {
     let dir = find_dir(store)?;
     if let Some(s) = snapshot(&dir) {
         return Ok(s);
@@ -183,7 +183,7 @@ pub(crate) fn snapshot(dir: &Path) -> Option<Store> {
 }
 
 /// The store directory a command means: `--store`, else the only sweep under the data root.
-pub fn find_dir(store: Option<PathBuf>) -> Result<PathBuf, i32> {
+pub(crate) fn find_dir(store: Option<PathBuf>) -> Result<PathBuf, i32> {
     Ok(match store {
         Some(d) => d,
         None => {
@@ -258,7 +258,7 @@ fn open_snapshot(dir: &Path, why: &str, refused: StoreError) -> Result<Store, i3
 pub const FORMATS: &[&str] = &["table", "json", "jsonl", "csv", "md", "html"];
 
 /// `results`' arguments checked before any store is opened: Err is the message and exit 2.
-pub fn check_results_args(format: &str, filter: Option<&str>) -> Result<(), String> {
+pub(crate) fn check_results_args(format: &str, filter: Option<&str>) -> Result<(), String> {
     report::parse_filter(filter.unwrap_or("")).map_err(|e| format!("--filter: {e}"))?;
     // `table:N`: the table for N columns (the client's terminal).
     let narrow = format
@@ -274,7 +274,7 @@ pub fn check_results_args(format: &str, filter: Option<&str>) -> Result<(), Stri
 }
 
 /// `results` over an open store (this process's, or the live daemon's).
-pub fn results_for(
+pub(crate) fn results_for(
     store: &Store,
     format: &str,
     filter: Option<&str>,
@@ -288,7 +288,7 @@ pub fn results_for(
 }
 
 /// `show` over an open store.
-pub fn show_for(store: &Store, what: &str, json: bool) -> Result<String, (i32, String)> {
+pub(crate) fn show_for(store: &Store, what: &str, json: bool) -> Result<String, (i32, String)> {
     let all = store
         .docs()
         .map_err(|e| (2, format!("store {}: {e:#}", store.dir().display())))?;
@@ -325,7 +325,7 @@ pub fn show_for(store: &Store, what: &str, json: bool) -> Result<String, (i32, S
 }
 
 /// `results --group ID`: one failure group and its runs.
-pub fn group_for(store: &Store, id: &str) -> Result<String, (i32, String)> {
+pub(crate) fn group_for(store: &Store, id: &str) -> Result<String, (i32, String)> {
     let groups = super::results::groups_of(store);
     let g = report::groups::find(&groups, id).map_err(|e| (2, e))?;
     let members: Vec<report::groups::Member> = store
@@ -372,7 +372,7 @@ fn out(text: &str) -> i32 {
 }
 
 /// The morning digest of an open store, as Markdown or one HTML page.
-pub fn digest_for(store: &Store, format: &str) -> Result<String, (i32, String)> {
+pub(crate) fn digest_for(store: &Store, format: &str) -> Result<String, (i32, String)> {
     let all = store
         .docs()
         .map_err(|e| (2, format!("store {}: {e:#}", store.dir().display())))?;
@@ -392,7 +392,7 @@ pub fn digest_for(store: &Store, format: &str) -> Result<String, (i32, String)> 
 }
 
 /// Write the digest next to the store (`digest.md`, `digest.html`): the sweep's end does this.
-pub fn write_digest(store: &Store) -> anyhow::Result<(PathBuf, PathBuf)> {
+pub(crate) fn write_digest(store: &Store) -> anyhow::Result<(PathBuf, PathBuf)> {
     let md = store.dir().join("digest.md");
     let html = store.dir().join("digest.html");
     for (path, format) in [(&md, "md"), (&html, "html")] {
@@ -402,15 +402,7 @@ pub fn write_digest(store: &Store) -> anyhow::Result<(PathBuf, PathBuf)> {
     Ok((md, html))
 }
 
-pub fn digest_cmd(store: Option<PathBuf>, format: &str) -> i32 {
-    let store = match find_store(store) {
-        Ok(s) => s,
-        Err(c) => return c,
-    };
-    answer(digest_for(&store, format))
-}
-
-pub fn show_cmd(store: Option<PathBuf>, what: &str, json: bool) -> i32 {
+pub(crate) fn show_cmd(store: Option<PathBuf>, what: &str, json: bool) -> i32 {
     let store = match find_store(store) {
         Ok(s) => s,
         Err(c) => return c,
@@ -506,7 +498,7 @@ fn bench_reads(dir: &Path) -> i32 {
 
 /// Fill a fresh store at `dir` with a sim sweep of `plan` at max speed (8 GPUs), with the
 /// real durability (a flush per state transition): what the store benches read.
-pub fn fill_store(plan: &Arc<Plan>, dir: &Path) -> Result<std::time::Duration, i32> {
+pub(crate) fn fill_store(plan: &Arc<Plan>, dir: &Path) -> Result<std::time::Duration, i32> {
     let t0 = Instant::now();
     let store = Store::open(dir, true).map_err(|e| store_error(&e))?;
     let (obs, state, _) = resume::prepare(store, plan, &ResumeOptions::default()).map_err(|e| {

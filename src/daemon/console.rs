@@ -35,7 +35,7 @@ pub fn say(line: impl std::fmt::Display) {
 
 /// Open the daemon's log for appending: owner-only, and never through a symlink (a link
 /// planted at `STORE/daemon.log` must not make the daemon append to the file it names).
-pub fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
+pub(crate) fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -57,7 +57,7 @@ pub fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
 /// Handle SIGHUP for the rest of the process's life: the sweep goes on; a foreground
 /// daemon's stdout and stderr move to `log` (the terminal is gone). Call it inside the
 /// runtime, before anything slow.
-pub fn on_hangup(log: PathBuf, foreground: bool) {
+pub(crate) fn on_hangup(log: PathBuf, foreground: bool) {
     use tokio::signal::unix::{signal, SignalKind};
     // Registered here, synchronously: from now on SIGHUP's default action (exit) is off.
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
@@ -88,7 +88,7 @@ pub fn on_hangup(log: PathBuf, foreground: bool) {
 }
 
 /// SIGINT and SIGTERM stop the sweep cleanly: runs in flight are cancelled and re-queued.
-pub fn stop_on_signals(shutdown: tokio_util::sync::CancellationToken) {
+pub(crate) fn stop_on_signals(shutdown: tokio_util::sync::CancellationToken) {
     tokio::spawn(async move {
         #[cfg(unix)]
         {

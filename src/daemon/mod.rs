@@ -36,7 +36,7 @@ pub const BACKGROUND_ENV: &str = "NIGHTSHIFT_DAEMON";
 pub const LOG: &str = "daemon.log";
 
 /// Whether this process is a daemon started by `run` in the background.
-pub fn in_background() -> bool {
+pub(crate) fn in_background() -> bool {
     std::env::var_os(BACKGROUND_ENV).is_some_and(|v| v == "1")
 }
 
@@ -439,7 +439,7 @@ async fn watch_disk(
 
 /// Start the store's daemon in the background: this process's command line (`argv`) again
 /// with `--headless` (and the store made explicit); returns once it serves.
-pub fn spawn_background(
+pub(crate) fn spawn_background(
     dir: &Path,
     argv: Vec<OsString>,
     add_store: bool,

@@ -75,7 +75,7 @@ pub fn results_text(
 /// The failure groups of every run in the store (plan order: a group's first line is its
 /// first run's). From the run summaries in memory: no event log, no report; only the runs
 /// that failed unknown are put in order.
-pub fn groups_of(store: &Store) -> Vec<FailureGroup> {
+pub(crate) fn groups_of(store: &Store) -> Vec<FailureGroup> {
     let mut failed: Vec<&crate::record::RunSummary> = store
         .runs()
         .values()
@@ -94,7 +94,7 @@ fn groups_text(text: view::Text, groups: &[FailureGroup]) -> String {
 }
 
 /// Bring the kept texts up to date (the sweep's end does, for the morning's reads).
-pub fn keep_texts(store: &Store) {
+pub(crate) fn keep_texts(store: &Store) {
     let mut opts = report::Options::of(report::Judge::default());
     opts.calibration = store.calibration();
     for text in [view::Text::Table, view::Text::Markdown] {

@@ -86,7 +86,11 @@ impl Hub {
     /// What the hub needs of the plan: its run keys (to name runs in the activity log) and
     /// which runs it marks unrunnable; and the activity log so far (a night resumed from
     /// its store).
-    pub fn know_plan(&self, plan: &crate::plan::Plan, past: Vec<crate::report::activity::Entry>) {
+    pub(crate) fn know_plan(
+        &self,
+        plan: &crate::plan::Plan,
+        past: Vec<crate::report::activity::Entry>,
+    ) {
         let _ = self
             .keys
             .set(plan.runs.iter().map(|r| r.key.clone()).collect());
@@ -112,7 +116,7 @@ impl Hub {
 
     /// An event the engine can no longer send (it stopped on a failure): attached clients
     /// and the alerts still hear why.
-    pub fn tell(self: &Arc<Self>, event: Event) {
+    pub(crate) fn tell(self: &Arc<Self>, event: Event) {
         let env = Envelope {
             seq: u64::MAX,
             at_ms: crate::event::now_ms(),
@@ -160,7 +164,7 @@ impl Hub {
     }
 
     /// The state now and every event after it.
-    pub fn subscribe(&self) -> (SweepState, broadcast::Receiver<Arc<Envelope>>) {
+    pub(crate) fn subscribe(&self) -> (SweepState, broadcast::Receiver<Arc<Envelope>>) {
         let st = self.state();
         (st.clone(), self.events.subscribe())
     }
@@ -178,7 +182,7 @@ impl Hub {
     }
 
     /// The one-line status (`nightshift status`, shell prompts).
-    pub fn status_line(&self) -> String {
+    pub(crate) fn status_line(&self) -> String {
         let st = self.state();
         let m = self.meta();
         let c = st.counts();
@@ -322,7 +326,7 @@ pub struct Bound {
 
 impl Bound {
     /// Remove the socket if it is still the one this daemon bound.
-    pub fn remove_socket(&self) {
+    pub(crate) fn remove_socket(&self) {
         if self.identity.is_some() && identity(&self.socket) == self.identity {
             let _ = std::fs::remove_file(&self.socket);
         }

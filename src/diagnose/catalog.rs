@@ -52,7 +52,7 @@ pub struct Signature {
 }
 
 impl Signature {
-    pub fn trusts(&self, stream: Stream) -> bool {
+    pub(crate) fn trusts(&self, stream: Stream) -> bool {
         self.streams.is_empty() || self.streams.contains(&stream)
     }
 }

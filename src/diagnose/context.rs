@@ -63,7 +63,7 @@ impl FailureContext {
     }
 
     /// The facts alone say the attempt failed.
-    pub fn shows_failure(&self) -> bool {
+    pub(crate) fn shows_failure(&self) -> bool {
         self.exit_code.is_some_and(|c| c != 0)
             || self.signal.is_some()
             || self.timed_out
@@ -79,7 +79,7 @@ impl FailureContext {
     /// nightshift's own start-up timeout fired: the server (or its container) did not
     /// become healthy within `server_start_timeout` (the runtime ends such an attempt as
     /// a timeout while the stage is still starting or loading the server).
-    pub fn start_timed_out(&self) -> bool {
+    pub(crate) fn start_timed_out(&self) -> bool {
         self.timed_out
             && !matches!(
                 self.stage,
@@ -94,7 +94,7 @@ impl FailureContext {
     }
 
     /// How the process ended, as a sentence (for fallback evidence).
-    pub fn exit_description(&self) -> Option<String> {
+    pub(crate) fn exit_description(&self) -> Option<String> {
         match (&self.signal, self.exit_code) {
             (Some(sig), _) => Some(format!(
                 "process killed by {sig}{}",

@@ -20,7 +20,8 @@ pub mod text;
 
 pub use catalog::{Catalog, EvidencePick, Signature};
 pub use context::FailureContext;
-pub use predict::{port_bug_affected, predict_port_bug, PyVersion};
+pub(crate) use predict::predict_port_bug;
+pub use predict::PyVersion;
 pub use recipe::{Recipe, RecipeBook, RecipeScope, Step};
 pub use scanner::Scanner;
 
@@ -130,7 +131,7 @@ const LONG_LINE: usize = 4 << 20;
 
 /// [`diagnose_text`] over a reader, a line at a time, so memory stays bounded whatever the
 /// log's size: the same lines (and line numbers) as splitting the whole text at `\n`.
-pub fn diagnose_reader(
+pub(crate) fn diagnose_reader(
     catalog: &Catalog,
     r: &mut dyn std::io::BufRead,
 ) -> std::io::Result<Diagnosis> {

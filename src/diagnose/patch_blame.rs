@@ -8,7 +8,7 @@ use crate::category::Category;
 use std::collections::BTreeSet;
 
 /// The file of a Python traceback frame: `File "/…/vllm/x.py", line 19, in <module>`.
-pub fn frame_file(line: &str) -> Option<&str> {
+pub(crate) fn frame_file(line: &str) -> Option<&str> {
     let at = line.find("File \"")?;
     let rest = &line[at + 6..];
     let end = rest.find("\", line ")?;
@@ -17,7 +17,7 @@ pub fn frame_file(line: &str) -> Option<&str> {
 }
 
 /// `d`, or the patch's failure when `d` names nothing and a frame is in a patched file.
-pub fn blame(d: Diagnosis, patched: &[String], frames: &BTreeSet<String>) -> Diagnosis {
+pub(crate) fn blame(d: Diagnosis, patched: &[String], frames: &BTreeSet<String>) -> Diagnosis {
     let unnamed = d.category == Category::Other && !d.predicted;
     if !unnamed || patched.is_empty() {
         return d;

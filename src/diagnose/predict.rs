@@ -103,13 +103,13 @@ impl Ord for PyVersion {
 /// A version string that names no release: a local build's `0.0.0+local` (ISO-Bench's
 /// human images), or anything unparsable. Such a version says nothing about an era and must
 /// never sort before every era.
-pub fn names_no_release(v: &str) -> bool {
+pub(crate) fn names_no_release(v: &str) -> bool {
     PyVersion::parse(v).is_none_or(|p| p.release.iter().all(|n| *n == 0))
 }
 
 /// Whether this vLLM version has the port-binding code of #8791. `None` when the version
 /// string cannot be read.
-pub fn port_bug_affected(vllm_version: &str) -> Option<bool> {
+pub(crate) fn port_bug_affected(vllm_version: &str) -> Option<bool> {
     let v = PyVersion::parse(vllm_version)?;
     let first = PyVersion::parse(PORT_BUG_FIRST).expect("const");
     let fixed = PyVersion::parse(PORT_BUG_FIXED).expect("const");
@@ -117,7 +117,7 @@ pub fn port_bug_affected(vllm_version: &str) -> Option<bool> {
 }
 
 /// Plan-load-time prediction: a serving benchmark on an affected version.
-pub fn predict_port_bug(vllm_version: &str, serving: bool) -> Option<Diagnosis> {
+pub(crate) fn predict_port_bug(vllm_version: &str, serving: bool) -> Option<Diagnosis> {
     if !serving || port_bug_affected(vllm_version) != Some(true) {
         return None;
     }

@@ -38,8 +38,9 @@ pub enum Step {
 }
 
 impl Step {
+    #[cfg(test)]
     /// `dest` with `{vllm_dir}` replaced (CopyFromSource only).
-    pub fn dest_in(&self, vllm_dir: &str) -> Option<String> {
+    pub(crate) fn dest_in(&self, vllm_dir: &str) -> Option<String> {
         match self {
             Step::CopyFromSource { dest, .. } => {
                 Some(dest.replace(VLLM_DIR_VAR, vllm_dir.trim_end_matches('/')))
@@ -77,7 +78,7 @@ pub struct Recipe {
 impl Recipe {
     /// Applied without asking: it cannot change what is measured, or it is an environment
     /// workaround that every variant of the commit gets alike.
-    pub fn automatic(&self, allow_measurement_changing: bool) -> bool {
+    pub(crate) fn automatic(&self, allow_measurement_changing: bool) -> bool {
         !self.changes_measurement
             || allow_measurement_changing
             || (self.environment_workaround && self.scope == RecipeScope::Commit)
@@ -85,9 +86,10 @@ impl Recipe {
 }
 
 impl Recipe {
+    #[cfg(test)]
     /// The tag a fixed container is committed as: `<image>-nsfix-<recipe>`
     /// (`org/vllm:abc` → `org/vllm:abc-nsfix-aimv2-exist-ok`).
-    pub fn fixed_image(&self, image: &str) -> Option<String> {
+    pub(crate) fn fixed_image(&self, image: &str) -> Option<String> {
         if !self.commit_image {
             return None;
         }
@@ -128,7 +130,7 @@ fn truncate(s: &str, n: usize) -> String {
 }
 
 /// A shell step that would install the PyPI `pyairports` (an empty placeholder package).
-pub fn installs_pyairports(step: &Step) -> bool {
+pub(crate) fn installs_pyairports(step: &Step) -> bool {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
         Regex::new(r"(?i)\b(?:pip3?|uv\s+pip|python3?\s+-m\s+pip|conda|mamba|poetry|uv)\s+(?:install|add)\b[^\n;&|]*\bpyairports\b")
@@ -212,7 +214,7 @@ impl RecipeBook {
     }
 
     /// The recipe offered for a category: the first that lists it.
-    pub fn for_category(&self, c: Category) -> Option<&Recipe> {
+    pub(crate) fn for_category(&self, c: Category) -> Option<&Recipe> {
         self.recipes.iter().find(|r| r.fixes.contains(&c))
     }
 

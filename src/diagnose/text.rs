@@ -29,7 +29,7 @@ pub fn evidence(raw: &str) -> String {
 
 /// Strips decoration that is not part of the process's own output: CI/viewer timestamps,
 /// markdown quoting, wrapper loggers, `[rankN]:` prefixes.
-pub fn strip_decoration(clean: &str) -> &str {
+pub(crate) fn strip_decoration(clean: &str) -> &str {
     static DECO: OnceLock<Regex> = OnceLock::new();
     let deco = re(
         &DECO,
@@ -61,7 +61,7 @@ pub fn message(clean: &str) -> &str {
 }
 
 /// `XxxError: …` / `pkg.XxxException` at the start of a message: a Python exception line.
-pub fn is_exception(msg: &str) -> bool {
+pub(crate) fn is_exception(msg: &str) -> bool {
     static EXC: OnceLock<Regex> = OnceLock::new();
     re(
         &EXC,
@@ -72,13 +72,13 @@ pub fn is_exception(msg: &str) -> bool {
 
 /// A bare exception line: the uncaught exception that ended a process (not re-logged by
 /// a worker's logger). Preferred as evidence over the same message in a worker's log.
-pub fn is_bare_exception(clean: &str) -> bool {
+pub(crate) fn is_bare_exception(clean: &str) -> bool {
     is_exception(strip_decoration(clean))
 }
 
 /// Traceback echo of source code (`raise ValueError("…` / `File "…", line N`): the text
 /// of an error message appears there too, but it is not the error.
-pub fn is_source_echo(msg: &str) -> bool {
+pub(crate) fn is_source_echo(msg: &str) -> bool {
     static SRC: OnceLock<Regex> = OnceLock::new();
     re(
         &SRC,
@@ -88,7 +88,7 @@ pub fn is_source_echo(msg: &str) -> bool {
 }
 
 /// An error-looking line that is not an exception (fallback evidence).
-pub fn is_error_level(clean: &str) -> bool {
+pub(crate) fn is_error_level(clean: &str) -> bool {
     static ERR: OnceLock<Regex> = OnceLock::new();
     re(
         &ERR,

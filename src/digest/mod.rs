@@ -225,13 +225,13 @@ pub fn build(sweep: &str, docs: &[&RunDoc], opts: &report::Options, now_ms: u64)
 }
 
 impl Digest {
-    pub fn total_runs(&self) -> usize {
+    pub(crate) fn total_runs(&self) -> usize {
         self.counts.values().sum()
     }
 }
 
 /// The primary metric's value of a variant in a commit row, for the 3-way table.
-pub fn primary_value(row: &report::CommitRow, variant: &str) -> Option<(String, f64)> {
+pub(crate) fn primary_value(row: &report::CommitRow, variant: &str) -> Option<(String, f64)> {
     let c = row.cells.iter().find(|c| c.variant == variant)?;
     if c.status != "success" {
         return None;
@@ -240,7 +240,7 @@ pub fn primary_value(row: &report::CommitRow, variant: &str) -> Option<(String, 
 }
 
 /// The 3-way table's verdict columns: human vs baseline, then each agent vs baseline.
-pub fn verdict_columns(d: &Digest) -> Vec<String> {
+pub(crate) fn verdict_columns(d: &Digest) -> Vec<String> {
     let agents = d.variants.iter().filter(|v| v.starts_with("agent:"));
     std::iter::once("human vs baseline".to_string())
         .chain(agents.map(|a| format!("{a} vs baseline")))
@@ -249,7 +249,7 @@ pub fn verdict_columns(d: &Digest) -> Vec<String> {
 
 /// A value with its metric's unit (`647.9 tok/s`, `12.40 ms`, `1.63 s`): a table mixing
 /// serving, throughput and latency commits is read column by column.
-pub fn with_unit(key: &str, v: f64) -> String {
+pub(crate) fn with_unit(key: &str, v: f64) -> String {
     let n = if v.abs() >= 10.0 {
         format!("{v:.1}")
     } else {
@@ -263,14 +263,14 @@ pub fn with_unit(key: &str, v: f64) -> String {
 
 /// How many runs a failure category stands for and how many of them were skipped after
 /// it, from the report's summary (what its summary block prints too).
-pub fn category_counts(d: &Digest, cat: &str) -> (usize, usize) {
+pub(crate) fn category_counts(d: &Digest, cat: &str) -> (usize, usize) {
     let s = &d.report.summary;
     let n = |m: &BTreeMap<String, usize>| m.get(cat).copied().unwrap_or(0);
     (n(&s.failures_by_category), n(&s.skipped_by_category))
 }
 
 /// One table cell: the primary value, or the status (and category) when it did not succeed.
-pub fn value_text(row: &report::CommitRow, variant: &str) -> String {
+pub(crate) fn value_text(row: &report::CommitRow, variant: &str) -> String {
     match primary_value(row, variant) {
         Some((k, v)) => with_unit(&k, v),
         None => match row.cells.iter().find(|c| c.variant == variant) {
@@ -285,7 +285,7 @@ pub fn value_text(row: &report::CommitRow, variant: &str) -> String {
 
 /// A row's verdict for the comparison `label`, worded with its direction and how it was
 /// reached (the same words as `results`).
-pub fn verdict_text(r: &Report, row: &report::CommitRow, label: &str) -> String {
+pub(crate) fn verdict_text(r: &Report, row: &report::CommitRow, label: &str) -> String {
     match row.comparisons.iter().find(|c| c.label == label) {
         Some(c) => crate::report::render::verdict_text(c, &r.summary),
         None => "-".into(),
@@ -293,7 +293,7 @@ pub fn verdict_text(r: &Report, row: &report::CommitRow, label: &str) -> String 
 }
 
 /// Flags under a row's comparison that did not replace its verdict (failed requests...).
-pub fn flags_text(row: &report::CommitRow, label: &str) -> Vec<String> {
+pub(crate) fn flags_text(row: &report::CommitRow, label: &str) -> Vec<String> {
     row.comparisons
         .iter()
         .filter(|c| c.label == label)

@@ -19,7 +19,7 @@ pub struct LogWriter {
     images: Option<LineWriter<File>>,
 }
 
-pub use crate::record::logs::log_path;
+pub(crate) use crate::record::logs::log_path;
 
 impl LogWriter {
     pub fn new(dir: PathBuf, keys: Vec<String>) -> Self {

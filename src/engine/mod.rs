@@ -219,14 +219,14 @@ impl Engine {
     }
 
     /// Start paused, for `why`, before any run is given GPUs.
-    pub fn with_start_paused(mut self, why: Option<String>) -> Self {
+    pub(crate) fn with_start_paused(mut self, why: Option<String>) -> Self {
         self.start_paused = why;
         self
     }
 
     /// The night ends when the window closes: no run starts that cannot finish before it.
     /// The box's calibration: the noise band drift references are judged by.
-    pub fn with_calibration(mut self, c: crate::stats::Calibration) -> Self {
+    pub(crate) fn with_calibration(mut self, c: crate::stats::Calibration) -> Self {
         self.drift.calibration = c;
         self
     }

@@ -73,7 +73,7 @@ impl Disk {
     }
 
     /// Bytes removing `m` would free, without removing it.
-    pub fn would_free(&self, m: &Manifest) -> u64 {
+    pub(crate) fn would_free(&self, m: &Manifest) -> u64 {
         m.keys()
             .filter_map(|l| self.layers.get(l))
             .filter(|(_, users)| *users == 1)

@@ -45,7 +45,7 @@ pub enum Make {
     Build,
 }
 
-pub fn how_made(img: &str, baseline: bool) -> Make {
+pub(crate) fn how_made(img: &str, baseline: bool) -> Make {
     let h = hash(img);
     if !baseline || h % 78 >= 30 {
         Make::Pull

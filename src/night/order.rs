@@ -134,7 +134,7 @@ fn loads_of(plan: &crate::plan::Plan) -> Vec<(i32, Load)> {
 /// The engine's rank of each commit of `plan` on a box of `gpus`: the operator's priority
 /// first (higher earlier), then [`ranks`] within each priority. What the scheduler sorts
 /// by, and what the ETA's replay sorts by too.
-pub fn plan_ranks(plan: &crate::plan::Plan, gpus: u32) -> BTreeMap<usize, usize> {
+pub(crate) fn plan_ranks(plan: &crate::plan::Plan, gpus: u32) -> BTreeMap<usize, usize> {
     let mut tiers: BTreeMap<std::cmp::Reverse<i32>, Vec<Load>> = BTreeMap::new();
     for (p, l) in loads_of(plan) {
         tiers.entry(std::cmp::Reverse(p)).or_default().push(l);
@@ -152,7 +152,7 @@ pub fn plan_ranks(plan: &crate::plan::Plan, gpus: u32) -> BTreeMap<usize, usize>
 /// Under a window, the order that finishes the most wanted commits: the operator's
 /// priority first, then the cheapest (fewest GPU-runs), then plan order — so what does not
 /// fit is the least wanted and the most expensive, and every commit started can finish.
-pub fn window_ranks(plan: &crate::plan::Plan) -> BTreeMap<usize, usize> {
+pub(crate) fn window_ranks(plan: &crate::plan::Plan) -> BTreeMap<usize, usize> {
     let mut loads = loads_of(plan);
     loads.sort_by(|(pa, a), (pb, b)| {
         pb.cmp(pa)

@@ -35,7 +35,7 @@ pub fn needs_build(path: &str) -> bool {
 
 /// The files a unified diff touches (`diff --git a/X b/X`, or `--- a/X` / `+++ b/X` for
 /// plain diffs), each once, in order. `/dev/null` sides are not files.
-pub fn patch_paths(text: &str) -> Vec<String> {
+pub(crate) fn patch_paths(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |p: &str| {
         let p = p.trim_end_matches('\r');
@@ -66,7 +66,7 @@ pub fn patch_paths(text: &str) -> Vec<String> {
 }
 
 /// The files of an agent's patch that need a build (compiled sources, the build itself).
-pub fn patch_needs_build(text: &str) -> Vec<String> {
+pub(crate) fn patch_needs_build(text: &str) -> Vec<String> {
     patch_paths(text)
         .into_iter()
         .filter(|p| needs_build(p))
@@ -168,7 +168,7 @@ impl Clone {
     }
 
     /// The earliest release tag that contains `rev` (its code shipped in that release).
-    pub fn first_release_containing(&self, rev: &str) -> Option<String> {
+    pub(crate) fn first_release_containing(&self, rev: &str) -> Option<String> {
         let out = self
             .piped(
                 &[
@@ -187,7 +187,7 @@ impl Clone {
 
     /// Whether `ancestor` is `rev` or in its history: `None` when git cannot answer (a
     /// commit the clone lacks).
-    pub fn is_ancestor(&self, ancestor: &str, rev: &str) -> Option<bool> {
+    pub(crate) fn is_ancestor(&self, ancestor: &str, rev: &str) -> Option<bool> {
         let st = Command::new("git")
             .arg("-C")
             .arg(&self.dir)
@@ -206,7 +206,7 @@ impl Clone {
     /// Whether the tree at `rev` mentions `needle` under `dir` (`git grep -F`): `None`
     /// when git cannot answer (unknown revision).
     /// Whether `path` (a file or a folder) is in the tree at `rev`.
-    pub fn has_path(&self, rev: &str, path: &str) -> bool {
+    pub(crate) fn has_path(&self, rev: &str, path: &str) -> bool {
         Command::new("git")
             .arg("-C")
             .arg(&self.dir)
@@ -239,7 +239,7 @@ impl Clone {
             .then(|| String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    pub fn tree_mentions(&self, rev: &str, dir: &str, needle: &str) -> Option<bool> {
+    pub(crate) fn tree_mentions(&self, rev: &str, dir: &str, needle: &str) -> Option<bool> {
         let out = Command::new("git")
             .arg("-C")
             .arg(&self.dir)
@@ -259,7 +259,7 @@ impl Clone {
     /// `git apply --check` of `patch` against the tree at `rev`, without touching the
     /// clone's work tree or index: a temporary index is read from `rev` and the patch is
     /// checked against it (`--cached`). `Err` carries git's first complaint.
-    pub fn apply_check(&self, rev: &str, patch: &Path) -> Result<(), String> {
+    pub(crate) fn apply_check(&self, rev: &str, patch: &Path) -> Result<(), String> {
         // git runs in the clone (`-C`): a relative path would be read from there.
         let patch = std::path::absolute(patch).map_err(|e| format!("{}: {e}", patch.display()))?;
         let dir = tempfile::tempdir().map_err(|e| format!("temporary index: {e}"))?;

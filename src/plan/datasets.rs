@@ -15,7 +15,7 @@ pub const DATASET_HINT: &str =
     "`nightshift prefetch PLAN` downloads ShareGPT; or set its path under [datasets]";
 
 /// `~/x` → `$HOME/x`; relative paths are relative to `base` (the plan's folder).
-pub fn expand_path(p: &str, base: &Path) -> PathBuf {
+pub(crate) fn expand_path(p: &str, base: &Path) -> PathBuf {
     let p = match p.strip_prefix("~/") {
         Some(rest) => std::env::var_os("HOME")
             .map(|h| PathBuf::from(h).join(rest))
@@ -87,7 +87,7 @@ fn era_tables(
     })
 }
 
-pub fn static_invocation(
+pub(crate) fn static_invocation(
     view: &CommandView,
     mode: Option<BenchKind>,
     vllm_version: Option<&str>,

@@ -6,7 +6,7 @@ use std::path::Path;
 
 pub const EXAMPLE_PLAN: &str = include_str!("../../examples/iso-vllm.toml");
 
-pub fn example_plan() -> Plan {
+pub(crate) fn example_plan() -> Plan {
     Plan::from_str_at(
         "examples/iso-vllm.toml",
         EXAMPLE_PLAN.to_string(),

@@ -58,7 +58,7 @@ impl Fix {
     }
 
     /// The commit's record of it (`show`, the digest, `results`' mark).
-    pub fn note(&self) -> String {
+    pub(crate) fn note(&self) -> String {
         let what = match (self.kind, &self.model, &self.gpu_config) {
             (FixKind::SubstituteModel, Some(m), _) => {
                 format!("measured with a substitute model, {m}")
@@ -125,7 +125,7 @@ pub fn render(fixes: &[Fix], plan: &str) -> String {
 }
 
 /// The fix for `commit`, if any.
-pub fn for_commit<'a>(fixes: &'a [Fix], commit: &str) -> Option<&'a Fix> {
+pub(crate) fn for_commit<'a>(fixes: &'a [Fix], commit: &str) -> Option<&'a Fix> {
     fixes.iter().find(|f| f.matches(commit))
 }
 

@@ -50,7 +50,7 @@ impl GpuConfig {
 
     /// The GPU count implied by parallelism when a commit has no gpu_config: TP × PP
     /// rounded up to 1, 2, 4 or 8 (the shapes these boxes come in).
-    pub fn count_for_parallelism(tp: u32, pp: u32) -> u32 {
+    pub(crate) fn count_for_parallelism(tp: u32, pp: u32) -> u32 {
         let need = tp.max(1).saturating_mul(pp.max(1));
         [1, 2, 4, 8]
             .into_iter()

@@ -73,7 +73,7 @@ fn literal(s: &str) -> String {
 }
 
 /// Build plan TOML from seed-commits JSON text. `source` is named in the header comment.
-pub fn from_seed_json(json: &str, source: &str, name: &str) -> Result<String, String> {
+pub(crate) fn from_seed_json(json: &str, source: &str, name: &str) -> Result<String, String> {
     let seeds: Vec<SeedCommit> = serde_json::from_str(json)
         .map_err(|e| format!("{source}:{}:{}: {e}", e.line(), e.column()))?;
     let mut out = String::new();

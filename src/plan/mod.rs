@@ -23,7 +23,8 @@ pub mod synthetic;
 pub mod template;
 
 pub use crate::command::{BenchKind, CommandView};
-pub use datasets::{expand_path, static_invocation, DATASET_HINT};
+pub use datasets::DATASET_HINT;
+pub(crate) use datasets::{expand_path, static_invocation};
 pub use gpu::GpuConfig;
 pub use raw::{Interleave, OnInvalid, SimSpec, Warmup};
 pub use schedule::schedule;
@@ -200,7 +201,7 @@ impl CommitSpec {
     pub fn kind(&self) -> Option<BenchKind> {
         self.view.as_ref().and_then(|v| v.kind).or(self.mode)
     }
-    pub fn needs_server(&self) -> bool {
+    pub(crate) fn needs_server(&self) -> bool {
         self.kind().map(BenchKind::needs_server).unwrap_or(false)
     }
 }
@@ -287,7 +288,7 @@ impl Plan {
 
     /// A plan from its text, as if loaded from `path` (a sweep's daemon hands its clients
     /// the text it loaded).
-    pub fn from_text_with(
+    pub(crate) fn from_text_with(
         path: &Path,
         text: String,
         box_defaults: &BoxDefaults,
@@ -559,7 +560,7 @@ impl Plan {
     }
 
     /// GPUs needed by the largest runnable run.
-    pub fn max_gpus(&self) -> u32 {
+    pub(crate) fn max_gpus(&self) -> u32 {
         self.runs
             .iter()
             .filter(|r| r.skip_reason.is_none())
@@ -568,7 +569,7 @@ impl Plan {
             .unwrap_or(0)
     }
 
-    pub fn invalid_commits(&self) -> impl Iterator<Item = &CommitSpec> {
+    pub(crate) fn invalid_commits(&self) -> impl Iterator<Item = &CommitSpec> {
         self.commits.iter().filter(|c| c.invalid.is_some())
     }
 }

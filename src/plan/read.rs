@@ -98,7 +98,7 @@ fn kind_of(meta: &std::fs::Metadata) -> Option<&'static str> {
 }
 
 /// Open `path` for reading if it is a regular file; returns it with its size.
-pub fn open_regular(path: &Path) -> Result<(File, u64), ReadError> {
+pub(crate) fn open_regular(path: &Path) -> Result<(File, u64), ReadError> {
     let io = |error| ReadError::Io {
         path: path.to_path_buf(),
         error,
@@ -126,7 +126,7 @@ pub fn open_regular(path: &Path) -> Result<(File, u64), ReadError> {
 
 /// The whole of `path`, refused when it is not a regular file or is larger than `cap`
 /// (`what` names the kind of file in the message: "a plan file").
-pub fn read_capped(path: &Path, cap: u64, what: &'static str) -> Result<Vec<u8>, ReadError> {
+pub(crate) fn read_capped(path: &Path, cap: u64, what: &'static str) -> Result<Vec<u8>, ReadError> {
     let too_large = || ReadError::TooLarge {
         path: path.to_path_buf(),
         cap,
@@ -152,7 +152,7 @@ pub fn read_capped(path: &Path, cap: u64, what: &'static str) -> Result<Vec<u8>,
 
 /// A small text file (a config, an override, a plan read again): capped like a plan, and
 /// text. A missing file is `Ok(None)`, for callers whose file is optional.
-pub fn read_text(path: &Path, what: &'static str) -> Result<Option<String>, ReadError> {
+pub(crate) fn read_text(path: &Path, what: &'static str) -> Result<Option<String>, ReadError> {
     match read_capped(path, PLAN_CAP, what) {
         Ok(b) => String::from_utf8(b).map(Some).map_err(|_| ReadError::Io {
             path: path.to_path_buf(),

@@ -53,7 +53,7 @@ impl SourceFile {
     }
 
     /// Start of line `line` (1-based), for files whose records are lines (JSONL).
-    pub fn line_loc(&self, line: usize, col: usize) -> Loc {
+    pub(crate) fn line_loc(&self, line: usize, col: usize) -> Loc {
         Loc {
             file: self.name.clone(),
             line,
@@ -62,7 +62,7 @@ impl SourceFile {
     }
 
     /// Where the value of `key` starts inside `span` (a table or a JSON object), if present.
-    pub fn field_loc(&self, span: &Range<usize>, key: &str) -> Option<Loc> {
+    pub(crate) fn field_loc(&self, span: &Range<usize>, key: &str) -> Option<Loc> {
         let end = span.end.min(self.text.len());
         let start = span.start.min(end);
         let hay = &self.text[start..end];

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 /// A synthetic plan with `runs` runs (commits × baseline/human/agent), a realistic mix of
 /// kinds and failures, kept in memory.
-pub fn synthetic_plan(runs: usize) -> Plan {
+pub(crate) fn synthetic_plan(runs: usize) -> Plan {
     synthetic_plan_of(runs, &["serving", "throughput", "latency"])
 }
 
@@ -23,12 +23,12 @@ pub fn synthetic_plan_of(runs: usize, kinds: &[&str]) -> Plan {
 }
 
 /// The TOML of [`synthetic_plan_of`], for benchmarks that hand a plan file to a daemon.
-pub fn synthetic_plan_text(runs: usize, kinds: &[&str]) -> String {
+pub(crate) fn synthetic_plan_text(runs: usize, kinds: &[&str]) -> String {
     synthetic_plan_text_logging(runs, kinds, 0)
 }
 
 /// [`synthetic_plan_text`] where every run's server prints `log_kb` KB of request logs.
-pub fn synthetic_plan_text_logging(runs: usize, kinds: &[&str], log_kb: u64) -> String {
+pub(crate) fn synthetic_plan_text_logging(runs: usize, kinds: &[&str], log_kb: u64) -> String {
     let commits = runs.div_ceil(3);
     let mut t = String::from(
         "schema_version = 1\nname = \"bench\"\n[defaults]\nvariants = [\"baseline\", \"human\", \"agent\"]\n[[agents]]\nid = \"a\"\n",
@@ -68,7 +68,7 @@ pub fn synthetic_plan_text_logging(runs: usize, kinds: &[&str], log_kb: u64) -> 
 
 /// [`synthetic_plan_of`] (serving) where every `every`-th commit fails with an error no
 /// signature names on every variant, retry or not: a night with unknown failures to group.
-pub fn synthetic_plan_with_unknowns(runs: usize, every: usize) -> Plan {
+pub(crate) fn synthetic_plan_with_unknowns(runs: usize, every: usize) -> Plan {
     let mut t = String::new();
     for (i, block) in synthetic_plan_text(runs, &["serving"])
         .split("[[commits]]\n")

@@ -84,7 +84,7 @@ pub fn expand(template: &str, vars: &BTreeMap<&str, String>) -> Result<String, T
 }
 
 /// The variables of one commit (and optionally an agent and the baseline image).
-pub fn vars(
+pub(crate) fn vars(
     org: &str,
     commit: &str,
     parent: Option<&str>,

@@ -30,7 +30,7 @@ pub enum BreakerScope {
 /// The one place that says which failures are the host's: only these pause the sweep by
 /// themselves. Everything else is counted against the run's model (and towards the
 /// pervasive-failure rule).
-pub fn breaker_scope(c: Category) -> BreakerScope {
+pub(crate) fn breaker_scope(c: Category) -> BreakerScope {
     match c {
         Category::DiskFull | Category::NvidiaRuntimeMissing | Category::NcclError => {
             BreakerScope::Host
@@ -196,11 +196,6 @@ impl Breaker {
             trip = Some(Trip::Sweep(why));
         }
         trip
-    }
-
-    /// Every streak is over.
-    pub(super) fn reset(&mut self) {
-        *self = Breaker::default();
     }
 
     /// A run of `model` succeeded: the host's streak, the model's and the pervasive count

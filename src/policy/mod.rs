@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod breaker;
-pub use breaker::{breaker_scope, BreakerScope};
+
+pub use breaker::BreakerScope;
 use breaker::{Breaker, Failure, Trip};
 
 /// The operator's policy settings (a `[policy]`-style TOML table; unknown keys are errors).
@@ -204,14 +205,14 @@ impl Policy {
 
     /// Whether a retry of this category spends the run's retry budget (a rate-limited
     /// pull only waits its turn; an engine counting attempts against a limit leaves it out).
-    pub fn spends_retries(&self, c: Category) -> bool {
+    pub(crate) fn spends_retries(&self, c: Category) -> bool {
         c != Category::RegistryRateLimited || self.cfg.retry_limits.contains_key(&c)
     }
 
     /// The wait before pulling again after a registry's rate limit, for retry number `n`:
     /// the registry's reset hint in `evidence` when it gave one, else
     /// `rate_limit_backoff_base_s` × 2^(n-1), capped.
-    pub fn rate_limit_wait(&self, n: u32, evidence: &str) -> Duration {
+    pub(crate) fn rate_limit_wait(&self, n: u32, evidence: &str) -> Duration {
         if let Some(hint) = reset_hint(evidence) {
             return hint;
         }
@@ -225,7 +226,7 @@ impl Policy {
     }
 
     /// Backoff before retry number `n` (1-based): base × 2^(n-1), capped.
-    pub fn backoff(&self, n: u32) -> Duration {
+    pub(crate) fn backoff(&self, n: u32) -> Duration {
         let factor = 1u64.checked_shl(n.saturating_sub(1)).unwrap_or(u64::MAX);
         let secs = self
             .cfg
@@ -248,7 +249,7 @@ impl Policy {
 
     /// As [`Policy::decide`], for a run of `commit`. The breaker counts commits, not runs:
     /// the variants of one broken commit failing alike say nothing about the host.
-    pub fn decide_for(
+    pub(crate) fn decide_for(
         &mut self,
         commit: Option<&str>,
         d: &Diagnosis,
@@ -259,8 +260,8 @@ impl Policy {
     }
 
     /// As [`Policy::decide_for`], for a run of `model`: failures that are the model's
-    /// ([`breaker_scope`]) count towards that model's breaker, which holds only its runs.
-    pub fn decide_in(
+    /// ([`breaker::breaker_scope`]) count towards that model's breaker, which holds only its runs.
+    pub(crate) fn decide_in(
         &mut self,
         commit: Option<&str>,
         model: Option<&str>,
@@ -466,7 +467,7 @@ impl Policy {
 
     /// Retries an unknown failure gets: the category's own limit when the operator set
     /// one, else one.
-    pub fn unknown_retry_limit(&self, c: Category) -> u32 {
+    pub(crate) fn unknown_retry_limit(&self, c: Category) -> u32 {
         self.cfg.retry_limits.get(&c).copied().unwrap_or(1)
     }
 
@@ -494,14 +495,9 @@ impl Policy {
         }
     }
 
-    /// A run succeeded: every failure streak is over.
-    pub fn record_success(&mut self) {
-        self.breaker.reset();
-    }
-
     /// A run of `model` succeeded: the host's streak and the model's are over; other
     /// models' go on counting.
-    pub fn record_success_of(&mut self, model: Option<&str>) {
+    pub(crate) fn record_success_of(&mut self, model: Option<&str>) {
         self.breaker.success_of(model);
     }
 }
@@ -519,7 +515,7 @@ fn hint(c: Category) -> Option<&'static str> {
 /// When a registry said its limit resets, if its words say so: `Retry-After: 120`,
 /// `ratelimit-reset: 3600`, `retry after 30s`, `try again in 5 minutes`. At most 6 hours
 /// (Docker Hub's window), at least a second.
-pub fn reset_hint(text: &str) -> Option<Duration> {
+pub(crate) fn reset_hint(text: &str) -> Option<Duration> {
     use std::sync::OnceLock;
     static RE: OnceLock<regex::Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {

@@ -42,7 +42,7 @@ pub struct WantedDataset {
 /// The distinct models of the plan's runnable commits (the model the command names, else
 /// the commit's `model`; vLLM's own default when neither does), plus `--tokenizer` and
 /// `--speculative-model` repos.
-pub fn wanted_models(plan: &Plan) -> Vec<WantedModel> {
+pub(crate) fn wanted_models(plan: &Plan) -> Vec<WantedModel> {
     let runnable: BTreeSet<usize> = plan
         .runs
         .iter()
@@ -93,7 +93,7 @@ pub fn wanted_models(plan: &Plan) -> Vec<WantedModel> {
     out.into_values().collect()
 }
 
-pub fn wanted_datasets(table: &BTreeMap<String, PathBuf>) -> Vec<WantedDataset> {
+pub(crate) fn wanted_datasets(table: &BTreeMap<String, PathBuf>) -> Vec<WantedDataset> {
     table
         .iter()
         .map(|(name, path)| WantedDataset {

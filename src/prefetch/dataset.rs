@@ -29,7 +29,7 @@ pub const SHAREGPT: HubDataset = HubDataset {
 const KNOWN: &[HubDataset] = &[SHAREGPT];
 
 /// The Hub source of a plan dataset name (case-insensitive), if nightshift knows one.
-pub fn hub_dataset(name: &str) -> Option<&'static HubDataset> {
+pub(crate) fn hub_dataset(name: &str) -> Option<&'static HubDataset> {
     KNOWN
         .iter()
         .find(|d| d.name.eq_ignore_ascii_case(name.trim()))
@@ -54,7 +54,11 @@ pub enum DatasetOutcome {
 
 impl Hub {
     /// The size of `file` in dataset repo `repo` (branch `main`).
-    pub async fn dataset_file_size(&self, repo: &str, file: &str) -> Result<u64, FetchError> {
+    pub(crate) async fn dataset_file_size(
+        &self,
+        repo: &str,
+        file: &str,
+    ) -> Result<u64, FetchError> {
         let url = dataset_url(self, repo, file);
         Ok(self.probe(&self.dataset_ctx(repo), &url).await?.0)
     }

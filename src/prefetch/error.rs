@@ -50,7 +50,7 @@ pub enum FetchError {
 
 impl FetchError {
     /// Worth another attempt: the network, a stall, the Hub's 5xx or rate limiting.
-    pub fn is_retryable(&self) -> bool {
+    pub(crate) fn is_retryable(&self) -> bool {
         match self {
             FetchError::Network { .. } => true,
             FetchError::Http { status, .. } => *status >= 500 || *status == 429,
@@ -59,7 +59,7 @@ impl FetchError {
     }
 
     /// The Hub could not be reached at all (the cache may still serve).
-    pub fn is_network(&self) -> bool {
+    pub(crate) fn is_network(&self) -> bool {
         matches!(self, FetchError::Network { .. })
     }
 }

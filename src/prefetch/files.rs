@@ -64,10 +64,6 @@ impl ModelFiles {
     pub fn to_download(&self) -> impl Iterator<Item = &RepoFile> {
         self.files.iter().filter(|f| f.state == FileState::Missing)
     }
-    /// Everything is in the snapshot already.
-    pub fn is_complete(&self) -> bool {
-        self.files.iter().all(|f| f.state == FileState::Cached)
-    }
 }
 
 #[cfg(test)]

@@ -73,7 +73,7 @@ impl std::error::Error for FitProblem {}
 /// Pure check. `weights_bytes` is the size of the selected files (weights dominate; the
 /// configs and tokenizer are megabytes); `already_cached_bytes` of them are in the cache
 /// and need no space. `None` for GPU memory or free disk means unknown: not checked.
-pub fn check_fits(
+pub(crate) fn check_fits(
     weights_bytes: u64,
     gpu_mem_bytes_per_gpu: Option<u64>,
     tp: u32,
@@ -106,7 +106,7 @@ pub fn check_fits(
 /// Bytes available to an unprivileged writer on the filesystem that holds `path` (or its
 /// nearest existing ancestor: the cache directory may not exist yet). `None` when it
 /// cannot be measured.
-pub fn free_disk_bytes(path: &Path) -> Option<u64> {
+pub(crate) fn free_disk_bytes(path: &Path) -> Option<u64> {
     crate::disk::free_bytes(path)
 }
 

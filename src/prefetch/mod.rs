@@ -27,13 +27,18 @@ mod select;
 
 pub mod cli;
 
-pub use dataset::{hub_dataset, DatasetOutcome, HubDataset, SHAREGPT};
+pub use dataset::{DatasetOutcome, HubDataset, SHAREGPT};
+
+pub(crate) use dataset::hub_dataset;
 pub use error::{FetchError, PrefetchError};
 pub use files::{FileState, ModelFiles, RepoFile};
-pub use fit::{check_fits, free_disk_bytes, Budget, FitProblem, DISK_MARGIN_BYTES};
+pub(crate) use fit::{check_fits, free_disk_bytes};
+pub use fit::{Budget, FitProblem, DISK_MARGIN_BYTES};
 pub use model::{FetchSummary, Prepared};
-pub use progress::{human_bytes, Progress};
-pub use select::{is_hub_id, select_files, Selected};
+pub(crate) use progress::human_bytes;
+pub use progress::Progress;
+pub use select::Selected;
+pub(crate) use select::{is_hub_id, select_files};
 
 use hf_hub::api::tokio::{Api, ApiBuilder};
 use hf_hub::Cache;
@@ -53,7 +58,7 @@ pub const OFFLINE_ENV: [(&str, &str); 2] = [("HF_HUB_OFFLINE", "1"), ("TRANSFORM
 /// The operator said the night has no Hub (`HF_HUB_OFFLINE`, as huggingface_hub reads it):
 /// nothing is fetched, on the host or in a container, so what is not in the cache by the
 /// night is not there during it.
-pub fn hub_offline() -> bool {
+pub(crate) fn hub_offline() -> bool {
     std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| {
         matches!(
             v.trim().to_ascii_lowercase().as_str(),
@@ -103,7 +108,7 @@ impl Hub {
     /// `/root/.cache/huggingface`), else where Python's huggingface_hub would put it:
     /// `$HF_HUB_CACHE`, `$HF_HOME/hub`, `$XDG_CACHE_HOME/huggingface/hub`,
     /// `~/.cache/huggingface/hub`.
-    pub fn from_env(hf_cache: Option<&Path>) -> Result<Hub, FetchError> {
+    pub(crate) fn from_env(hf_cache: Option<&Path>) -> Result<Hub, FetchError> {
         let endpoint = std::env::var("HF_ENDPOINT")
             .ok()
             .map(|e| e.trim().to_string())
@@ -156,12 +161,6 @@ impl Hub {
         })
     }
 
-    /// Abandon (and retry) a download that moves no byte for this long.
-    pub fn with_stall_timeout(mut self, t: Duration) -> Self {
-        self.stall_timeout = t;
-        self
-    }
-
     /// Attempts per file on network errors (at least 1); a retry resumes the partial file.
     pub fn with_retries(mut self, attempts: u32) -> Self {
         self.retries = attempts.max(1);
@@ -173,16 +172,16 @@ impl Hub {
     }
 
     /// The hub cache directory (holds `models--org--name/`).
-    pub fn cache_dir(&self) -> &Path {
+    pub(crate) fn cache_dir(&self) -> &Path {
         &self.cache_dir
     }
 
-    pub fn has_token(&self) -> bool {
+    pub(crate) fn has_token(&self) -> bool {
         self.token.is_some()
     }
 
     /// The text with the token masked (errors from HTTP libraries are passed through this).
-    pub fn redact(&self, text: &str) -> String {
+    pub(crate) fn redact(&self, text: &str) -> String {
         redact_with(self.token.as_deref(), text)
     }
 

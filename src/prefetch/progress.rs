@@ -42,7 +42,7 @@ impl std::fmt::Display for Progress {
     }
 }
 
-pub use crate::disk::human_bytes;
+pub(crate) use crate::disk::human_bytes;
 
 /// Bytes per second since `start`.
 pub(crate) fn rate(bytes: u64, start: Instant) -> u64 {

@@ -28,7 +28,7 @@ const WEIGHT_EXTS: &[&str] = &[".safetensors", ".bin", ".pt"];
 /// `index_weights`, when given (the `weight_map` of `model.safetensors.index.json`),
 /// keeps only the safetensors files the index names, as vLLM does: repos that ship both a
 /// consolidated and a sharded checkpoint would otherwise be fetched twice.
-pub fn select_files(paths: &[&str], index_weights: Option<&[String]>) -> Vec<Selected> {
+pub(crate) fn select_files(paths: &[&str], index_weights: Option<&[String]>) -> Vec<Selected> {
     let top: Vec<&str> = paths.iter().copied().filter(|p| !p.contains('/')).collect();
     let format = WEIGHT_EXTS
         .iter()
@@ -74,7 +74,7 @@ fn is_support_file(path: &str) -> bool {
 }
 
 /// True when `--model` names a Hub repo (`gpt2`, `org/name`) rather than a local path.
-pub fn is_hub_id(model: &str) -> bool {
+pub(crate) fn is_hub_id(model: &str) -> bool {
     let m = model.trim();
     if m.is_empty() || m.starts_with(['/', '.', '~']) || m.contains('\\') {
         return false;

@@ -33,7 +33,7 @@ fn now() -> u64 {
 }
 
 /// `$XDG_CACHE_HOME/nightshift/preflight.json` (else `~/.cache/…`).
-pub fn default_path() -> Option<PathBuf> {
+pub(crate) fn default_path() -> Option<PathBuf> {
     crate::dirs::cache_root().map(|d| d.join("preflight.json"))
 }
 

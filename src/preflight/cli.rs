@@ -93,7 +93,7 @@ pub fn suggest(plan: &Plan, plan_path: &std::path::Path, opts: &Options) -> i32 
 }
 
 /// `plan.toml` → `plan.fixes.toml`, beside it.
-pub fn fixes_path(plan: &std::path::Path) -> std::path::PathBuf {
+pub(crate) fn fixes_path(plan: &std::path::Path) -> std::path::PathBuf {
     let stem = plan
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -103,7 +103,7 @@ pub fn fixes_path(plan: &std::path::Path) -> std::path::PathBuf {
 
 /// The night's use of a report: each run of a blocked variant gets its skip reason before
 /// any GPU is given (unless the plan already skips it). Returns how many runs it named.
-pub fn skip_blocked(plan: &mut Plan, report: &Report) -> usize {
+pub(crate) fn skip_blocked(plan: &mut Plan, report: &Report) -> usize {
     let mut n = 0;
     for r in plan.runs.iter_mut() {
         if r.skip_reason.is_some() {

@@ -39,7 +39,7 @@ fn plan_dir(plan: &Plan) -> &Path {
 }
 
 /// The HF hub cache the night's containers will read.
-pub fn hub_cache(plan: &Plan) -> PathBuf {
+pub(crate) fn hub_cache(plan: &Plan) -> PathBuf {
     match &plan.defaults.hf_cache {
         Some(h) => expand_path(h, plan_dir(plan)).join("hub"),
         None => crate::prefetch::Hub::from_env(None)
@@ -66,7 +66,7 @@ fn era_of(clone: &Clone, rev: &str) -> Known<Era> {
 }
 
 /// Everything that can be learned about `plan` on this box.
-pub async fn gather(plan: &Plan, opts: &Options) -> Facts {
+pub(crate) async fn gather(plan: &Plan, opts: &Options) -> Facts {
     let mut not_reached = Vec::new();
     let clone = match &plan.defaults.vllm_src {
         Some(src) => {
@@ -158,7 +158,7 @@ pub async fn gather(plan: &Plan, opts: &Options) -> Facts {
 
 /// The model the night loads: the command's `--model` (what vLLM is given), else the
 /// plan's `model`.
-pub fn model_of(c: &crate::plan::CommitSpec) -> Option<String> {
+pub(crate) fn model_of(c: &crate::plan::CommitSpec) -> Option<String> {
     c.view
         .as_ref()
         .and_then(|v| v.model.clone())

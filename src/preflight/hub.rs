@@ -15,7 +15,7 @@ const INDEXES: [&str; 2] = [
 ];
 
 /// `models--org--name` as huggingface_hub names a model's cache folder.
-pub fn repo_dir(hub_cache: &Path, model: &str) -> PathBuf {
+pub(crate) fn repo_dir(hub_cache: &Path, model: &str) -> PathBuf {
     hub_cache.join(format!("models--{}", model.replace('/', "--")))
 }
 
@@ -39,14 +39,14 @@ fn snapshot(hub_cache: &Path, model: &str) -> Option<PathBuf> {
 }
 
 /// `metadata.total_size` of a safetensors (or bin) index.
-pub fn index_total(bytes: &[u8]) -> Option<u64> {
+pub(crate) fn index_total(bytes: &[u8]) -> Option<u64> {
     let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
     v.pointer("/metadata/total_size")
         .and_then(|t| t.as_u64().or_else(|| t.as_f64().map(|f| f as u64)))
 }
 
 /// What the cache holds for `model` (config, weight size); `None` when nothing.
-pub fn from_cache(hub_cache: &Path, model: &str) -> Option<ModelFacts> {
+pub(crate) fn from_cache(hub_cache: &Path, model: &str) -> Option<ModelFacts> {
     // A local directory named as the model is what vLLM loads then.
     let snap = if Path::new(model).is_absolute() && Path::new(model).is_dir() {
         PathBuf::from(model)
@@ -101,7 +101,7 @@ pub struct HubClient {
 pub struct Unreachable(pub String);
 
 impl HubClient {
-    pub fn from_env() -> HubClient {
+    pub(crate) fn from_env() -> HubClient {
         let endpoint = std::env::var("HF_ENDPOINT")
             .ok()
             .map(|e| e.trim().trim_end_matches('/').to_string())

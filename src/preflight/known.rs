@@ -83,7 +83,7 @@ impl OptionValue {
 }
 
 impl FlagRule {
-    pub fn holds_for(&self, v: &PyVersion) -> bool {
+    pub(crate) fn holds_for(&self, v: &PyVersion) -> bool {
         let parse = |s: &str| PyVersion::parse(s).expect("known.toml versions are checked");
         *v < parse(&self.before) && self.from.as_deref().is_none_or(|f| *v >= parse(f))
     }
@@ -131,7 +131,7 @@ pub fn known() -> &'static Known {
 }
 
 /// The value at a dotted path of a JSON document, as text.
-pub fn config_value<'a>(config: &'a serde_json::Value, path: &str) -> Option<&'a str> {
+pub(crate) fn config_value<'a>(config: &'a serde_json::Value, path: &str) -> Option<&'a str> {
     path.split('.')
         .try_fold(config, |v, k| v.get(k))
         .and_then(|v| v.as_str())
@@ -146,7 +146,7 @@ impl Incompatibility {
 }
 
 /// The first release known to run `arch`, when the table has it.
-pub fn arch_first(arch: &str) -> Option<&'static str> {
+pub(crate) fn arch_first(arch: &str) -> Option<&'static str> {
     known()
         .architecture
         .iter()
@@ -155,7 +155,7 @@ pub fn arch_first(arch: &str) -> Option<&'static str> {
 }
 
 /// Bytes of one GPU of `gpu_type` (`H100`, `H100-SXM`, `h200`), when the table has it.
-pub fn gpu_bytes(gpu_type: &str) -> Option<u64> {
+pub(crate) fn gpu_bytes(gpu_type: &str) -> Option<u64> {
     let t = gpu_type.to_ascii_uppercase();
     known()
         .gpu

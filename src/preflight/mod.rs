@@ -19,7 +19,8 @@ pub mod source;
 pub mod suggest;
 
 pub use judge::judge;
-pub use render::{summary_line, table};
+pub(crate) use render::summary_line;
+pub use render::table;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -86,7 +87,7 @@ pub struct CommitReport {
 
 impl CommitReport {
     /// The variants that cannot give a result (every variant when a reason names `all`).
-    pub fn blocked_variants(&self) -> Vec<&str> {
+    pub(crate) fn blocked_variants(&self) -> Vec<&str> {
         self.variants
             .iter()
             .map(String::as_str)
@@ -96,7 +97,7 @@ impl CommitReport {
 
     /// The first blocking reason for `variant` (`baseline`, `human`, `agent:<id>`), a
     /// commit-wide one included.
-    pub fn blocking(&self, variant: &str) -> Option<&Reason> {
+    pub(crate) fn blocking(&self, variant: &str) -> Option<&Reason> {
         self.reasons.iter().find(|r| {
             r.severity == Severity::Blocks && (r.variant == variant || r.variant == judge::ALL)
         })

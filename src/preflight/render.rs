@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// One line: `preflight: N commits: R ready, A at risk, B blocked (K runs); …`.
-pub fn summary_line(r: &Report) -> String {
+pub(crate) fn summary_line(r: &Report) -> String {
     let s = &r.summary;
     let mut line = format!(
         "preflight: {} commits: {} ready, {} at risk, {} blocked ({} runs blocked)",
@@ -71,7 +71,7 @@ pub fn table(r: &Report, all: bool) -> String {
 /// Commits sharing one finding beyond which it is said once, by reference.
 const SHARED_FROM: usize = 3;
 
-pub fn table_for(r: &Report, all: bool, width: usize) -> String {
+pub(crate) fn table_for(r: &Report, all: bool, width: usize) -> String {
     let mut out = String::new();
     let shown: Vec<_> = r
         .commits

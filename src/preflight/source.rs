@@ -33,7 +33,7 @@ fn options(clone: &Clone, rev: &str, path: &str) -> Option<SourceOptions> {
 
 /// The options the variant at `rev` accepts, as far as its tree tells; `None` when it tells
 /// nothing (no argparse source found: a partial clone, a fixture, a moved file).
-pub fn flags_at(
+pub(crate) fn flags_at(
     clone: &Clone,
     rev: &str,
     view: &CommandView,
@@ -95,7 +95,7 @@ fn incomplete(mut s: crate::rewrite::flags::FlagSet) -> crate::rewrite::flags::F
 /// For each `flag_rule` and `option_value` the command meets: whether it holds at `rev`
 /// (the tree has the failing code; the value's commit is not in its history). Absent
 /// evidence is unknown, never "no".
-pub fn rule_evidence(
+pub(crate) fn rule_evidence(
     clone: &Clone,
     rev: &str,
     view: &CommandView,

@@ -7,7 +7,7 @@ use crate::model::{RunState, Stage};
 
 impl RunDoc {
     /// A doc with the summary's current picture and no history yet.
-    pub fn of_summary(s: &RunSummary) -> RunDoc {
+    pub(crate) fn of_summary(s: &RunSummary) -> RunDoc {
         RunDoc {
             key: s.key.clone(),
             info: s.info.clone(),

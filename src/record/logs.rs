@@ -5,7 +5,7 @@ use crate::model::Pipe;
 use std::path::{Path, PathBuf};
 
 /// `<dir>/<key with / as __>/attempt-<n>/<stream>.<pipe>.log`
-pub fn log_path(dir: &Path, key: &str, attempt: u32, stream: &str, pipe: Pipe) -> PathBuf {
+pub(crate) fn log_path(dir: &Path, key: &str, attempt: u32, stream: &str, pipe: Pipe) -> PathBuf {
     let pipe = match pipe {
         Pipe::Stdout => "stdout",
         Pipe::Stderr => "stderr",

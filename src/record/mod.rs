@@ -48,7 +48,7 @@ pub struct RunInfo {
 }
 
 impl RunInfo {
-    pub fn from_spec(plan: &Plan, spec: &RunSpec) -> RunInfo {
+    pub(crate) fn from_spec(plan: &Plan, spec: &RunSpec) -> RunInfo {
         let c = plan.commit_of(spec);
         RunInfo {
             key: spec.key.clone(),
@@ -76,7 +76,7 @@ impl RunInfo {
     }
 
     /// What makes two versions of a run measure different things.
-    pub fn changes_from(&self, old: &RunInfo) -> Vec<&'static str> {
+    pub(crate) fn changes_from(&self, old: &RunInfo) -> Vec<&'static str> {
         let mut v = Vec::new();
         if self.command != old.command {
             v.push("command");
@@ -228,7 +228,7 @@ impl RunSummary {
     }
 
     /// The run as planned when event `seq` happened.
-    pub fn info_at(&self, seq: u64) -> &RunInfo {
+    pub(crate) fn info_at(&self, seq: u64) -> &RunInfo {
         self.earlier
             .iter()
             .find(|(until, _)| seq < *until)
@@ -236,12 +236,12 @@ impl RunSummary {
     }
 
     /// What the run last ran as: the plan of its last started attempt, else the current one.
-    pub fn ran_as(&self) -> &RunInfo {
+    pub(crate) fn ran_as(&self) -> &RunInfo {
         self.last_start.map_or(&self.info, |s| self.info_at(s))
     }
 
     /// Replace the planned run from event seq `from` on, keeping the old one for history.
-    pub fn replan(&mut self, info: RunInfo, from: u64) {
+    pub(crate) fn replan(&mut self, info: RunInfo, from: u64) {
         if info != self.info {
             let old = std::mem::replace(&mut self.info, info);
             self.earlier.push((from, old));
@@ -278,7 +278,7 @@ impl RunDoc {
         }
     }
 
-    pub fn attempt_mut(&mut self, n: u32) -> &mut AttemptDoc {
+    pub(crate) fn attempt_mut(&mut self, n: u32) -> &mut AttemptDoc {
         if let Some(i) = self.attempts.iter().position(|a| a.attempt == n) {
             return &mut self.attempts[i];
         }
@@ -298,7 +298,7 @@ impl RunDoc {
     /// A doc whose one attempt is the run's folded record: what the current state knows,
     /// without earlier attempts or history. Enough for the report, which reads one attempt
     /// per run — so `results` and the TUI need no scan of the event log.
-    pub fn of_record(info: RunInfo, rec: &RunRecord) -> RunDoc {
+    pub(crate) fn of_record(info: RunInfo, rec: &RunRecord) -> RunDoc {
         let mut d = RunDoc::new(info.clone());
         d.record = rec.clone();
         d.push_attempt_of(rec.clone(), Some(info));
@@ -308,7 +308,7 @@ impl RunDoc {
     /// [`RunDoc::of_record`] for a record the caller gives up (`results` on 10,000 runs):
     /// its parts move into the one attempt, which runs as the doc's `info`; the doc's own
     /// record keeps only what readers of such a doc use (state, attempt, times).
-    pub fn of_owned_record(info: RunInfo, rec: RunRecord) -> RunDoc {
+    pub(crate) fn of_owned_record(info: RunInfo, rec: RunRecord) -> RunDoc {
         let mut d = RunDoc::new(info);
         d.record = RunRecord {
             state: rec.state.clone(),
@@ -348,7 +348,7 @@ impl RunDoc {
 
     /// The attempt that stands for this run in a comparison: the last successful one, else
     /// the last one.
-    pub fn representative(&self) -> Option<&AttemptDoc> {
+    pub(crate) fn representative(&self) -> Option<&AttemptDoc> {
         self.attempts
             .iter()
             .rev()

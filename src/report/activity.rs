@@ -26,7 +26,7 @@ impl Entry {
     }
 
     /// Sent by an operator's client (not the policy, nor the resume that re-queued runs).
-    pub fn by_operator(&self) -> bool {
+    pub(crate) fn by_operator(&self) -> bool {
         !matches!(self.source.as_str(), "policy" | "resume")
     }
 }
@@ -114,7 +114,7 @@ pub fn entry(env: &Envelope, key: &dyn Fn(RunId) -> String) -> Option<Entry> {
 }
 
 /// `command` with its runs named by key, capitalised for a question ("Skip c1/human").
-pub fn describe_for(command: &Command, key: &dyn Fn(RunId) -> String) -> String {
+pub(crate) fn describe_for(command: &Command, key: &dyn Fn(RunId) -> String) -> String {
     let d = describe(command, key);
     let mut c = d.chars();
     c.next()

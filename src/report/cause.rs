@@ -26,7 +26,7 @@ pub fn category(doc: &RunDoc) -> Option<Category> {
 
 /// The failure category attempt `a` of `doc` ended with (held, failed, or skipped after a
 /// diagnosis).
-pub fn of_attempt(doc: &RunDoc, a: &AttemptDoc) -> Option<Category> {
+pub(crate) fn of_attempt(doc: &RunDoc, a: &AttemptDoc) -> Option<Category> {
     if let Some(c) = a.category() {
         return Some(c);
     }
@@ -41,7 +41,7 @@ pub fn of_attempt(doc: &RunDoc, a: &AttemptDoc) -> Option<Category> {
 }
 
 /// Whether a run is skipped: its attempt's end, or its record when no attempt started.
-pub fn is_skipped(doc: &RunDoc) -> bool {
+pub(crate) fn is_skipped(doc: &RunDoc) -> bool {
     let skipped = |s: &RunState| {
         matches!(
             s,
@@ -77,7 +77,7 @@ fn diagnosis<'a>(doc: &'a RunDoc, a: Option<&'a AttemptDoc>) -> Option<&'a crate
 /// interrupted). A held run's wait for the operator is no run time, so a skip or a
 /// failure decided later does not stretch it. Docs without a history (read from the run
 /// summaries) end when their record says.
-pub fn worked_until(doc: &RunDoc, a: &AttemptDoc) -> Option<u64> {
+pub(crate) fn worked_until(doc: &RunDoc, a: &AttemptDoc) -> Option<u64> {
     doc.history
         .iter()
         .find(|h| {

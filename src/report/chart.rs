@@ -28,7 +28,7 @@ const PLOT_W: f64 = 520.0;
 
 /// Δ per commit and comparison, with whiskers: one row each for the comparisons `keep`
 /// selects that have a primary metric to show.
-pub fn delta_svg(r: &Report, keep: impl Fn(&Comparison) -> bool) -> String {
+pub(crate) fn delta_svg(r: &Report, keep: impl Fn(&Comparison) -> bool) -> String {
     let rows: Vec<(&str, &Comparison)> = r
         .rows
         .iter()
@@ -122,7 +122,7 @@ pub fn delta_svg(r: &Report, keep: impl Fn(&Comparison) -> bool) -> String {
 
 /// Outcome counts per pairing (human vs baseline, each agent vs baseline and vs human) as
 /// stacked bars.
-pub fn outcomes_svg(r: &Report) -> String {
+pub(crate) fn outcomes_svg(r: &Report) -> String {
     let s = &r.summary;
     let mut groups: Vec<(String, &Outcomes)> =
         vec![("human vs baseline".into(), &s.human_vs_baseline)];

@@ -132,7 +132,7 @@ impl CommandFacts {
 }
 
 /// [`facts`] with parsed commands remembered in `cache`.
-pub fn facts_in(cache: &mut CommandFacts, doc: &RunDoc, a: Option<&AttemptDoc>) -> Facts {
+pub(crate) fn facts_in(cache: &mut CommandFacts, doc: &RunDoc, a: Option<&AttemptDoc>) -> Facts {
     let info = a.and_then(|a| a.info.as_ref()).unwrap_or(&doc.info);
     let parsed = cache.parsed(
         a.and_then(|a| a.provenance.get("bench_argv"))

@@ -9,7 +9,7 @@ use crate::stats::drift::{self, Shift};
 use crate::stats::{band, Calibration};
 
 /// The drifts the reference runs among `docs` show.
-pub fn shifts_of<'a>(
+pub(crate) fn shifts_of<'a>(
     docs: impl IntoIterator<Item = &'a RunDoc>,
     calibration: &Calibration,
     alpha: f64,

@@ -5,7 +5,7 @@ use crate::record::RunDoc;
 /// `--filter EXPR`: space- or comma-separated `field=value` / `field!=value` terms, all of
 /// which must hold. Fields: commit (prefix), key, variant, agent, status, category, model
 /// (substring), gpu.
-pub fn parse_filter(expr: &str) -> Result<Vec<(String, bool, String)>, String> {
+pub(crate) fn parse_filter(expr: &str) -> Result<Vec<(String, bool, String)>, String> {
     let mut v = Vec::new();
     for term in expr.split([',', ' ']).filter(|t| !t.is_empty()) {
         let (field, neg, value) = if let Some((f, x)) = term.split_once("!=") {

@@ -26,12 +26,12 @@ pub struct Member<'a> {
 
 impl<'a> Member<'a> {
     /// A run of the store (its summary).
-    pub fn of_summary(s: &'a crate::record::RunSummary) -> Member<'a> {
+    pub(crate) fn of_summary(s: &'a crate::record::RunSummary) -> Member<'a> {
         Member::of_record(&s.key, s.info.model.as_deref(), &s.record)
     }
 
     /// A run's folded record, with its key and model.
-    pub fn of_record(
+    pub(crate) fn of_record(
         key: &'a str,
         model: Option<&'a str>,
         r: &'a crate::state::RunRecord,
@@ -55,7 +55,7 @@ impl<'a> Member<'a> {
     }
 
     /// Whether this run ended failing (or waits, held) with an error no signature names.
-    pub fn is_unknown_failure(&self) -> bool {
+    pub(crate) fn is_unknown_failure(&self) -> bool {
         let failed = matches!(
             self.state,
             RunState::Held { .. }
@@ -175,7 +175,7 @@ pub fn find<'g>(groups: &'g [FailureGroup], id: &str) -> Result<&'g FailureGroup
 
 /// A line without its log prefix (`(Worker pid=3) ERROR 07-21 03:20:18 file.py:233] `),
 /// for a narrow column: what follows the prefix is what differs between groups.
-pub fn short_line(line: &str) -> &str {
+pub(crate) fn short_line(line: &str) -> &str {
     match line.rfind("] ") {
         Some(i) if !line[i + 2..].trim().is_empty() => line[i + 2..].trim(),
         _ => line.trim(),
@@ -273,7 +273,7 @@ pub fn render_md(groups: &[FailureGroup]) -> String {
 }
 
 /// `results --group ID`: the group and each of its runs.
-pub fn render_detail(g: &FailureGroup, members: &[Member<'_>]) -> String {
+pub(crate) fn render_detail(g: &FailureGroup, members: &[Member<'_>]) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "failure group {} — {}", g.id, counted(g));
     let _ = writeln!(o, "  kind        {}", log_line(&g.text));
@@ -305,7 +305,7 @@ pub fn render_detail(g: &FailureGroup, members: &[Member<'_>]) -> String {
 }
 
 /// The one line `show` prints for a run in a group.
-pub fn show_line(g: &FailureGroup) -> String {
+pub(crate) fn show_line(g: &FailureGroup) -> String {
     format!(
         "failure group {} ({} in the group): {}",
         g.id,

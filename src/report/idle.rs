@@ -15,10 +15,10 @@ pub struct Idle {
 }
 
 impl Idle {
-    pub fn waiting_minutes(&self) -> f64 {
+    pub(crate) fn waiting_minutes(&self) -> f64 {
         self.waiting_gpu_ms as f64 / 60_000.0
     }
-    pub fn total_minutes(&self) -> f64 {
+    pub(crate) fn total_minutes(&self) -> f64 {
         self.total_gpu_ms as f64 / 60_000.0
     }
 }

@@ -26,10 +26,11 @@ use crate::stats::{self, band, Calibration, Compared, Method, Summary as Stat, V
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-pub use self::filter::{matches, parse_filter};
-pub use self::render::{
-    render_csv, render_json, render_jsonl, render_md, render_summary, render_table,
-};
+pub use self::filter::matches;
+
+pub(crate) use self::filter::parse_filter;
+pub(crate) use self::render::{render_csv, render_json, render_jsonl, render_summary};
+pub use self::render::{render_md, render_table};
 
 /// The knobs of a verdict a user sets (`results --threshold --alpha --token-share`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
@@ -193,7 +194,7 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    pub fn primary_stats(&self) -> Option<&Compared> {
+    pub(crate) fn primary_stats(&self) -> Option<&Compared> {
         self.primary.as_ref().and_then(|p| self.metrics.get(p))
     }
 }
@@ -454,7 +455,7 @@ fn compare(
 
 /// Bands for what calibration lacks, learned from the docs' own repeats: every commit ×
 /// variant with two or more counted repeats is a group of identical runs.
-pub fn learn_bands(docs: &[&RunDoc]) -> Calibration {
+pub(crate) fn learn_bands(docs: &[&RunDoc]) -> Calibration {
     let commits = by_commit(docs);
     let groups: Vec<Group> = commits
         .iter()
@@ -468,7 +469,7 @@ pub fn learn_bands(docs: &[&RunDoc]) -> Calibration {
 pub type Group = (String, String, Vec<f64>);
 
 /// A commit's groups of identical runs, from its runs grouped by variant.
-pub fn repeat_groups(variants: &[Vec<&RunDoc>]) -> Vec<Group> {
+pub(crate) fn repeat_groups(variants: &[Vec<&RunDoc>]) -> Vec<Group> {
     let mut out = Vec::new();
     for g in variants {
         let reps: Vec<&AttemptDoc> = g.iter().filter_map(|d| counted(d)).collect();
@@ -492,7 +493,7 @@ pub fn repeat_groups(variants: &[Vec<&RunDoc>]) -> Vec<Group> {
 
 /// Bands learned from groups of identical runs (in plan order, so a read gives the same
 /// bands whichever rows it rebuilt).
-pub fn learn_from<'a>(groups: impl Iterator<Item = &'a Group>) -> Calibration {
+pub(crate) fn learn_from<'a>(groups: impl Iterator<Item = &'a Group>) -> Calibration {
     let mut by_key: BTreeMap<(&str, &str), Vec<Vec<f64>>> = BTreeMap::new();
     for (m, class, v) in groups {
         by_key.entry((m, class)).or_default().push(v.clone());
@@ -645,7 +646,7 @@ fn commit_row(
 }
 
 /// Sort key helper so callers can keep variants in a stable order.
-pub fn variant_order(v: &Variant) -> (u8, Variant) {
+pub(crate) fn variant_order(v: &Variant) -> (u8, Variant) {
     (v.order(), v.clone())
 }
 

@@ -62,7 +62,7 @@ fn p_text(p: f64) -> String {
 /// A comparison's verdict in words: "better (more tok/s 10.0%, p=0.008)", "no change
 /// (faster 0.4%, p=0.41)", "better (more tok/s 3.1%; threshold uncalibrated ±2%)",
 /// "inconclusive (3 vs 3 repeats cannot reach α=0.05; calibrate)".
-pub fn verdict_text(c: &Comparison, s: &Summary) -> String {
+pub(crate) fn verdict_text(c: &Comparison, s: &Summary) -> String {
     if let Some(f) = &c.flag {
         return f.clone();
     }
@@ -182,7 +182,7 @@ pub fn outcomes(w: &Outcomes) -> String {
 }
 
 /// How verdicts were reached, in one sentence a reader can check.
-pub fn method_note(s: &Summary) -> String {
+pub(crate) fn method_note(s: &Summary) -> String {
     let mut o = format!(
         "different when the change exceeds {}% and a test passes at α={}; same when the interval on the change lies within ±{}%; else unknown",
         s.threshold_pct, s.alpha, s.same_within_pct
@@ -212,7 +212,7 @@ pub fn method_note(s: &Summary) -> String {
     o
 }
 
-pub fn render_summary(s: &Summary, md: bool) -> String {
+pub(crate) fn render_summary(s: &Summary, md: bool) -> String {
     let mut o = String::new();
     let b = if md { "- " } else { "  " };
     let _ = writeln!(
@@ -338,7 +338,7 @@ pub fn records(docs: &[&RunDoc]) -> Vec<ResultRecord> {
 }
 
 /// JSON Lines: one results record per attempt (`spec/plan-format.md`).
-pub fn render_jsonl(docs: &[&RunDoc]) -> String {
+pub(crate) fn render_jsonl(docs: &[&RunDoc]) -> String {
     let mut o = String::new();
     for r in records(docs) {
         o.push_str(&crate::sanitize::json(
@@ -352,7 +352,7 @@ pub fn render_jsonl(docs: &[&RunDoc]) -> String {
 /// One JSON document: the report (per commit: cells with n, median and interval per
 /// metric; comparisons with Δ, interval, p-value, verdict, method and flags; the summary)
 /// and every attempt's results record.
-pub fn render_json(r: &Report, docs: &[&RunDoc]) -> String {
+pub(crate) fn render_json(r: &Report, docs: &[&RunDoc]) -> String {
     let doc = serde_json::json!({
         "commits": r.rows,
         "summary": r.summary,
@@ -385,7 +385,7 @@ fn opt(v: Option<f64>) -> String {
 /// One row per commit × variant × attempt, headline metrics as columns, then the variant's
 /// statistics on its primary metric and its comparison with the baseline (or, for the
 /// baseline, nothing to compare).
-pub fn render_csv(r: &Report, docs: &[&RunDoc]) -> String {
+pub(crate) fn render_csv(r: &Report, docs: &[&RunDoc]) -> String {
     let mut o = String::from("commit,variant,agent,attempt,status,category,duration_s,warmup");
     let keys: Vec<&str> = metric::HEADLINE.iter().map(|m| m.key).collect();
     for k in &keys {

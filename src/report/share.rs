@@ -97,7 +97,7 @@ impl Share {
     }
 
     /// Count this share into `summary`; `bands` are the ones the verdicts were made with.
-    pub fn add_to(&self, summary: &mut Summary, bands: &Calibration) {
+    pub(crate) fn add_to(&self, summary: &mut Summary, bands: &Calibration) {
         summary.runs += self.runs;
         summary.successful_runs += self.successful_runs;
         summary.named_before_night += usize::from(self.named_before_night);

@@ -49,7 +49,7 @@ fn line(o: &mut String, l: std::fmt::Arguments<'_>) {
 
 /// [`render`], each run that failed with an unknown error naming its failure group (its
 /// kind, and how many runs of the night share it).
-pub fn render_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
+pub(crate) fn render_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
     let mut o = String::new();
     for d in docs {
         let i = &d.info;
@@ -192,14 +192,8 @@ pub fn render_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
     o
 }
 
-/// One JSON object per line and run: its key, state, facts, and every attempt as a
-/// results record (provenance parsed: argv lists, rewrites, mounts).
-pub fn render_json(docs: &[&RunDoc]) -> String {
-    render_json_in(docs, &[])
-}
-
 /// [`render_json`] with each run's failure group (`failure_group`: id, kind, size).
-pub fn render_json_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
+pub(crate) fn render_json_in(docs: &[&RunDoc], groups: &[FailureGroup]) -> String {
     let mut o = String::new();
     for d in docs {
         let attempts: Vec<_> = d

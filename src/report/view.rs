@@ -66,7 +66,7 @@ pub struct Materialised {
 impl Materialised {
     /// As kept: the length of a JSON header, the header, then the text as is (JSON
     /// would escape every newline and make each read unescape it).
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let head = Head {
             inputs: self.inputs,
             bands: self.bands,
@@ -94,7 +94,7 @@ impl Materialised {
     }
 
     /// None for anything not written by [`Materialised::to_bytes`] (torn, or another format).
-    pub fn from_bytes(b: &[u8]) -> Option<Materialised> {
+    pub(crate) fn from_bytes(b: &[u8]) -> Option<Materialised> {
         let len = u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize;
         let head: OwnedHead = serde_json::from_slice(b.get(4..4 + len)?).ok()?;
         let text = b.get(4 + len..)?;
@@ -154,7 +154,7 @@ pub struct Read {
 
 /// The fingerprint of a commit's inputs: `salt` (the build that renders), the text, the
 /// judge, and each run's stored bytes (their digests, in plan order).
-pub fn inputs_of(
+pub(crate) fn inputs_of(
     salt: u64,
     text: Text,
     opts: &Options,

@@ -13,7 +13,7 @@ pub struct Decisions(Mutex<HashMap<String, Invocation>>);
 
 impl Decisions {
     /// Decisions already taken (a resumed sweep's, from its store).
-    pub fn seeded(from: &BTreeMap<String, Invocation>) -> Decisions {
+    pub(crate) fn seeded(from: &BTreeMap<String, Invocation>) -> Decisions {
         Decisions(Mutex::new(
             from.iter().map(|(c, i)| (c.clone(), i.clone())).collect(),
         ))

@@ -92,12 +92,12 @@ pub fn server(version: Option<&PyVersion>) -> FlagSet {
 }
 
 /// Whether the era's scripts are shims (only `vllm bench …` runs).
-pub fn is_shim(version: Option<&PyVersion>) -> bool {
+pub(crate) fn is_shim(version: Option<&PyVersion>) -> bool {
     version.is_some_and(|ver| at_least(ver, SHIM_FROM))
 }
 
 /// Whether the era has the `vllm bench` subcommand for `kind`.
-pub fn has_cli_bench(kind: BenchKind, version: Option<&PyVersion>) -> bool {
+pub(crate) fn has_cli_bench(kind: BenchKind, version: Option<&PyVersion>) -> bool {
     let from = match kind {
         BenchKind::Serving => CLI_SERVE_FROM,
         BenchKind::Throughput | BenchKind::Latency => CLI_OFFLINE_FROM,
@@ -209,7 +209,7 @@ pub const CHOICES: &[(&str, &[&str])] = &[(
 )];
 
 /// Up to v0.3.3 the serving client requires `--dataset PATH` (ShareGPT).
-pub fn dataset_required(client: &FlagSet) -> bool {
+pub(crate) fn dataset_required(client: &FlagSet) -> bool {
     client.accepts("--dataset") && !client.accepts("--dataset-name")
 }
 

@@ -38,7 +38,7 @@ pub struct FlagSet {
 
 impl FlagSet {
     /// From a whitespace-separated list; a trailing `?` marks a boolean flag, `*` many values.
-    pub fn from_list(list: &str, underscores: bool) -> FlagSet {
+    pub(crate) fn from_list(list: &str, underscores: bool) -> FlagSet {
         let mut options = BTreeMap::new();
         for tok in list.split_whitespace() {
             let (name, arity) = match tok.as_bytes().last() {
@@ -89,7 +89,7 @@ impl FlagSet {
     /// Parse argparse's `--help` text. Only the option lines are read (the usage line may be
     /// wrapped or abbreviated): an entry starts with two spaces and a dash, lists its
     /// spellings separated by `, `, each optionally followed by a metavar.
-    pub fn from_help(text: &str) -> Option<FlagSet> {
+    pub(crate) fn from_help(text: &str) -> Option<FlagSet> {
         let mut options = BTreeMap::new();
         let mut choices = BTreeMap::new();
         for line in text.lines() {

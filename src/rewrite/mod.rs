@@ -146,7 +146,7 @@ pub struct Facts<'a> {
 
 impl<'a> Facts<'a> {
     /// Facts from the era tables alone (plan check, or nothing could be learned).
-    pub fn from_tables(
+    pub(crate) fn from_tables(
         kind: Option<BenchKind>,
         version: Option<&'a PyVersion>,
         tables: &'a (FlagSet, FlagSet),
@@ -204,7 +204,7 @@ pub struct Resolved {
     pub rewrites: Vec<Rewrite>,
 }
 
-pub fn script_kind(base: &str) -> Option<BenchKind> {
+pub(crate) fn script_kind(base: &str) -> Option<BenchKind> {
     match base {
         "benchmark_serving.py" => Some(BenchKind::Serving),
         "benchmark_throughput.py" => Some(BenchKind::Throughput),
@@ -214,7 +214,7 @@ pub fn script_kind(base: &str) -> Option<BenchKind> {
     }
 }
 
-pub fn script_of(kind: BenchKind) -> String {
+pub(crate) fn script_of(kind: BenchKind) -> String {
     format!(
         "benchmark_{}.py",
         if kind == BenchKind::Serving {
@@ -531,7 +531,7 @@ pub fn plan(view: &CommandView, facts: &Facts) -> Result<Invocation, Refusal> {
 /// them from inside the container just before the client starts
 /// ([`Invocation::warmup_requests`]). Recorded either way, and decided once per commit so
 /// every variant warms up alike. A command that sets `--num-warmups` itself is left alone.
-pub fn warm_up(inv: &mut Invocation, n: u32, client: &FlagSet) {
+pub(crate) fn warm_up(inv: &mut Invocation, n: u32, client: &FlagSet) {
     const FLAG: &str = "--num-warmups";
     if n == 0 || inv.kind != BenchKind::Serving {
         return;
@@ -744,7 +744,7 @@ const ERA_STARTS: &[&str] = &[
 
 /// The eras (by first version) whose client and server would take `view` as it stands, a
 /// dataset aside: what "no vLLM version known" can still say about a commit (plan show).
-pub fn fitting(view: &CommandView, mode: Option<BenchKind>) -> Vec<&'static str> {
+pub(crate) fn fitting(view: &CommandView, mode: Option<BenchKind>) -> Vec<&'static str> {
     let sharegpt = BTreeMap::from([("sharegpt".to_string(), PathBuf::from("/dev/null"))]);
     ERA_STARTS
         .iter()

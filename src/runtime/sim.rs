@@ -55,7 +55,7 @@ pub struct SimRuntime {
 
 impl Speed {
     /// How engine delays (retry backoff) scale on this clock.
-    pub fn time_scale(self) -> f64 {
+    pub(crate) fn time_scale(self) -> f64 {
         match self {
             Speed::Max => 0.0,
             Speed::Factor(f) => 1.0 / f,
@@ -74,7 +74,7 @@ impl SimRuntime {
     }
 
     /// Another simulated box: its own noise levels and drift (`--seed`).
-    pub fn on_box(mut self, box_seed: u64) -> Self {
+    pub(crate) fn on_box(mut self, box_seed: u64) -> Self {
         self.noise = noise::BoxNoise::of(box_seed);
         self
     }

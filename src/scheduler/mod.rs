@@ -16,7 +16,8 @@ pub use schedule::Schedule;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Place(pub usize);
 
-/// What the scheduler needs to know about one queued run.
+/// What the reference [`pick`] needs to know about one queued run (the queue's tests).
+#[cfg(test)]
 #[derive(Debug, Clone)]
 pub struct Candidate {
     pub index: usize,
@@ -84,8 +85,10 @@ impl GpuPool {
 }
 
 /// Pick the next run to start among `candidates` (queued and eligible now), or none.
-/// A run needing 0 GPUs (tests) always fits.
-pub fn pick(candidates: &[Candidate], pool: &GpuPool) -> Option<usize> {
+/// A run needing 0 GPUs (tests) always fits. The reference the incremental [`Queue`] is
+/// tested against.
+#[cfg(test)]
+pub(crate) fn pick(candidates: &[Candidate], pool: &GpuPool) -> Option<usize> {
     let mut order: Vec<&Candidate> = candidates.iter().collect();
     order.sort_by_key(|c| (!c.commit_started, c.commit, c.variant_order, c.index));
     order
@@ -149,7 +152,7 @@ impl Queue {
     }
 
     /// A variant of `commit` started (on `gpus`): its other variants now go first.
-    pub fn commit_started(&mut self, commit: Place, gpus: &[u32]) {
+    pub(crate) fn commit_started(&mut self, commit: Place, gpus: &[u32]) {
         if self.started.contains_key(&commit) {
             return;
         }
@@ -162,12 +165,12 @@ impl Queue {
     }
 
     /// Some variant of `commit` has started.
-    pub fn is_started(&self, commit: Place) -> bool {
+    pub(crate) fn is_started(&self, commit: Place) -> bool {
         self.started.contains_key(&commit)
     }
 
     /// GPUs the queued runs of `commit` need together.
-    pub fn queued_gpus(&self, commit: Place) -> u32 {
+    pub(crate) fn queued_gpus(&self, commit: Place) -> u32 {
         self.by_commit
             .get(&commit)
             .into_iter()
@@ -176,7 +179,7 @@ impl Queue {
             .sum()
     }
 
-    pub fn preferred(&self, commit: Place) -> &[u32] {
+    pub(crate) fn preferred(&self, commit: Place) -> &[u32] {
         self.started.get(&commit).map(Vec::as_slice).unwrap_or(&[])
     }
 
@@ -190,7 +193,7 @@ impl Queue {
     }
 
     /// The next run that fits the free GPUs and is `eligible` now (e.g. its backoff ended).
-    pub fn pick(&self, pool: &GpuPool, eligible: impl Fn(usize) -> bool) -> Option<usize> {
+    pub(crate) fn pick(&self, pool: &GpuPool, eligible: impl Fn(usize) -> bool) -> Option<usize> {
         if pool.free() == 0 && self.zero_gpu == 0 {
             return None;
         }
@@ -207,7 +210,7 @@ impl Queue {
 /// if it ends before enough GPUs come free for it (its shadow time), or if it uses GPUs the
 /// waiting run will not need then. So a TP-8 run is never starved by a stream of 1-GPU
 /// runs, and the GPUs it waits for still work meanwhile.
-pub fn may_backfill(
+pub(crate) fn may_backfill(
     free: u32,
     head: u32,
     ends: &[(std::time::Duration, u32)],

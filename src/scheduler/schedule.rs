@@ -59,7 +59,7 @@ impl Schedule {
         }
     }
 
-    pub fn set_window(&mut self, w: Option<Window>) {
+    pub(crate) fn set_window(&mut self, w: Option<Window>) {
         self.window = w;
     }
 
@@ -68,7 +68,7 @@ impl Schedule {
     }
 
     /// The commits' order tonight (commit index → rank).
-    pub fn set_ranks(&mut self, ranks: HashMap<usize, usize>) {
+    pub(crate) fn set_ranks(&mut self, ranks: HashMap<usize, usize>) {
         self.ranks = ranks;
     }
 
@@ -77,12 +77,12 @@ impl Schedule {
     }
 
     /// A run's expected wall length before any has ended tonight.
-    pub fn set_typical(&mut self, typical: Duration) {
+    pub(crate) fn set_typical(&mut self, typical: Duration) {
         self.typical = typical;
     }
 
     /// From now on a run waits for its image (the runtime fetches images ahead).
-    pub fn gate_images(&mut self) {
+    pub(crate) fn gate_images(&mut self) {
         self.images.get_or_insert_with(HashMap::new);
     }
 
@@ -167,12 +167,12 @@ impl Schedule {
     }
 
     /// `run` (queued again) waits until `until` before it may start.
-    pub fn backoff(&mut self, run: RunId, until: Instant) {
+    pub(crate) fn backoff(&mut self, run: RunId, until: Instant) {
         self.not_before.insert(run, until);
     }
 
     /// The operator sends a waiting run now: its backoff is over. Whether it had one.
-    pub fn clear_backoff(&mut self, run: RunId) -> bool {
+    pub(crate) fn clear_backoff(&mut self, run: RunId) -> bool {
         let had = self.not_before.remove(&run).is_some();
         self.dirty |= had;
         had
@@ -193,7 +193,7 @@ impl Schedule {
 
     /// When the schedule next changes its mind on its own: a backoff ends, or the window
     /// closes (only ahead of `now`: a past instant would wake the loop for ever).
-    pub fn wake(&self, now: Instant) -> Option<Instant> {
+    pub(crate) fn wake(&self, now: Instant) -> Option<Instant> {
         let closes = self.window.as_ref().map(|w| w.closes).filter(|t| *t > now);
         self.not_before.values().copied().chain(closes).min()
     }
@@ -255,7 +255,7 @@ impl Schedule {
     }
 
     /// Run `i`'s model is stopped by the breaker: it waits, queued, holding no GPU.
-    pub fn model_paused(&self, i: usize) -> bool {
+    pub(crate) fn model_paused(&self, i: usize) -> bool {
         !self.paused_models.is_empty()
             && self
                 .model(&self.plan.runs[i])
@@ -308,7 +308,7 @@ impl Schedule {
     }
 
     /// The window has closed for every queued run that could otherwise start.
-    pub fn window_refuses_all(&self, state: &SweepState, now: Instant) -> bool {
+    pub(crate) fn window_refuses_all(&self, state: &SweepState, now: Instant) -> bool {
         self.window.is_some()
             && state.runs.iter().enumerate().all(|(i, r)| {
                 r.state != RunState::Queued
@@ -326,7 +326,7 @@ impl Schedule {
     /// Does the window leave time at `now` for `gpu_runs` more GPU-runs of `model` in
     /// waves of the box's GPUs (one more while runs in flight hold them)? As strict as
     /// the window is with runs once queued. No window: always.
-    pub fn window_has_time(&self, model: Option<&str>, gpu_runs: u32, now: Instant) -> bool {
+    pub(crate) fn window_has_time(&self, model: Option<&str>, gpu_runs: u32, now: Instant) -> bool {
         let Some(w) = &self.window else {
             return true;
         };
@@ -351,7 +351,7 @@ impl Schedule {
 
     /// The key a queued run sorts by (for what must follow the queue's order, e.g. which
     /// images to fetch first).
-    pub fn sort_key(&self, spec: &RunSpec) -> (bool, Place, u8, usize) {
+    pub(crate) fn sort_key(&self, spec: &RunSpec) -> (bool, Place, u8, usize) {
         let (place, order) = self.place(spec);
         (
             !self.queue.is_started(place),

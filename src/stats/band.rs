@@ -20,12 +20,12 @@ pub struct Band {
 
 impl Band {
     /// The coefficient of variation it stands for, in percent (for people).
-    pub fn cv_pct(&self) -> f64 {
+    pub(crate) fn cv_pct(&self) -> f64 {
         self.sigma * 100.0
     }
     /// Degrees of freedom of its σ: a band from five runs knows its spread only roughly,
     /// and a test against it must say so (Student's t, not the normal).
-    pub fn dof(&self) -> usize {
+    pub(crate) fn dof(&self) -> usize {
         self.runs.saturating_sub(self.groups).max(1)
     }
 }
@@ -34,7 +34,7 @@ impl Band {
 /// freedom: Student's t. With the 160 of a calibration it is the normal test; with the 4
 /// of five A/A runs it stops outlier-prone noise from passing as a change (on a real vLLM's
 /// runs, resampled, the normal test gave 13% false positives at α 5% on TPOT).
-pub fn t_p_value(log_ratio: f64, sd: f64, dof: usize) -> Option<f64> {
+pub(crate) fn t_p_value(log_ratio: f64, sd: f64, dof: usize) -> Option<f64> {
     use statrs::distribution::StudentsT;
     if sd.is_nan() || sd <= 0.0 || !log_ratio.is_finite() {
         return None;
@@ -44,7 +44,7 @@ pub fn t_p_value(log_ratio: f64, sd: f64, dof: usize) -> Option<f64> {
 }
 
 /// The quantile q with P(|T| ≤ q) = level for Student's t with `dof` degrees of freedom.
-pub fn t_of(level: f64, dof: usize) -> f64 {
+pub(crate) fn t_of(level: f64, dof: usize) -> f64 {
     use statrs::distribution::StudentsT;
     StudentsT::new(0.0, 1.0, dof.max(1) as f64)
         .map(|t| t.inverse_cdf(0.5 + level.clamp(0.0, 0.999_999) / 2.0))
@@ -86,7 +86,7 @@ pub fn learn(groups: &[Vec<f64>], source: &str) -> Option<Band> {
 
 /// The model-size class a band is kept for: a 70B model on 4 GPUs is not as noisy as an 8B
 /// model on one. From the `…-8B-…` in the model's name; `unknown` without one.
-pub fn size_class(model: Option<&str>) -> &'static str {
+pub(crate) fn size_class(model: Option<&str>) -> &'static str {
     let Some(m) = model else {
         return "unknown";
     };
@@ -125,13 +125,13 @@ fn estimator_factor(n_a: usize, n_b: usize) -> f64 {
 
 /// The standard deviation of the Hodges–Lehmann shift of ln(value) between two sides
 /// ([`super::median::hodges_lehmann`]) when nothing changed.
-pub fn sd_of_log_ratio(sigma: f64, n_a: usize, n_b: usize) -> f64 {
+pub(crate) fn sd_of_log_ratio(sigma: f64, n_a: usize, n_b: usize) -> f64 {
     let (a, b) = (n_a.max(1) as f64, n_b.max(1) as f64);
     sigma * (estimator_factor(n_a, n_b) * (1.0 / a + 1.0 / b)).sqrt()
 }
 
 /// The quantile z with P(|Z| ≤ z) = level.
-pub fn z_of(level: f64) -> f64 {
+pub(crate) fn z_of(level: f64) -> f64 {
     Normal::new(0.0, 1.0)
         .map(|n| n.inverse_cdf(0.5 + level.clamp(0.0, 0.999_999) / 2.0))
         .unwrap_or(1.96)

@@ -21,7 +21,7 @@ pub struct Interval {
 
 /// The `q` quantile (0..=1) of sorted values, linearly interpolated (numpy's default,
 /// which vLLM's client uses for its P99 line). None when empty.
-pub fn quantile_sorted(v: &[f64], q: f64) -> Option<f64> {
+pub(crate) fn quantile_sorted(v: &[f64], q: f64) -> Option<f64> {
     let n = v.len();
     if n == 0 {
         return None;
@@ -35,9 +35,10 @@ pub fn quantile_sorted(v: &[f64], q: f64) -> Option<f64> {
 /// interval between reads of different seeds.
 pub const RESAMPLES: usize = 1000;
 
+#[cfg(test)]
 /// The `q` quantile of `values` with its `level` percentile-bootstrap interval. None with
 /// fewer than two finite values (a single request has no spread to resample).
-pub fn quantile_interval(values: &[f64], q: f64, level: f64, seed: u64) -> Option<Interval> {
+pub(crate) fn quantile_interval(values: &[f64], q: f64, level: f64, seed: u64) -> Option<Interval> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -52,7 +53,7 @@ pub fn quantile_interval(values: &[f64], q: f64, level: f64, seed: u64) -> Optio
 /// is its k-th order statistic, and the k-th of n uniforms is Beta(k, n + 1 − k); so each
 /// resample's quantile is the empirical quantile at a Beta variate (drawn by inverting its
 /// CDF). The percentile bootstrap exactly, at a cost that does not grow with n.
-pub fn quantile_interval_sorted(
+pub(crate) fn quantile_interval_sorted(
     sorted: &[f64],
     n: usize,
     q: f64,

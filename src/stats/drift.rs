@@ -50,7 +50,7 @@ impl Shift {
     }
 
     /// Whether runs started between `first` and `last` (ms) lie on both sides of it.
-    pub fn spans(&self, first: u64, last: u64) -> bool {
+    pub(crate) fn spans(&self, first: u64, last: u64) -> bool {
         first < self.to_ms && last > self.from_ms
     }
 }
@@ -64,7 +64,7 @@ pub const UNCALIBRATED_PCT: f64 = 5.0;
 /// later one is tested at a level split over the night's references (Bonferroni), so a
 /// night of many references does not cry drift by chance. A point that moved starts a
 /// shift once: the next points are judged against it, so one step is one alert.
-pub fn shifts(metric: &str, points: &[Point], sigma: Option<f64>, alpha: f64) -> Vec<Shift> {
+pub(crate) fn shifts(metric: &str, points: &[Point], sigma: Option<f64>, alpha: f64) -> Vec<Shift> {
     let mut out = Vec::new();
     let Some(first) = points.first() else {
         return out;

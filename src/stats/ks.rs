@@ -101,7 +101,7 @@ fn kolmogorov_tail(lambda: f64) -> f64 {
 
 /// Two-sided p-value that `a` and `b` come from one distribution. None when a side is
 /// empty or a value is not finite.
-pub fn ks_p(a: &[f64], b: &[f64]) -> Option<f64> {
+pub(crate) fn ks_p(a: &[f64], b: &[f64]) -> Option<f64> {
     if a.is_empty() || b.is_empty() || a.iter().chain(b).any(|x| !x.is_finite()) {
         return None;
     }
@@ -124,7 +124,7 @@ fn asymptotic_p(m: usize, n: usize, k: u64) -> f64 {
 }
 
 /// The smallest p the exact test can give for samples of these sizes (fully separated).
-pub fn min_p(m: usize, n: usize) -> f64 {
+pub(crate) fn min_p(m: usize, n: usize) -> f64 {
     if m == 0 || n == 0 {
         return 1.0;
     }

@@ -20,13 +20,13 @@ pub struct Summary {
 }
 
 /// The finite values, sorted.
-pub fn sorted(values: &[f64]) -> Vec<f64> {
+pub(crate) fn sorted(values: &[f64]) -> Vec<f64> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     v.sort_by(f64::total_cmp);
     v
 }
 
-pub fn median_of_sorted(v: &[f64]) -> Option<f64> {
+pub(crate) fn median_of_sorted(v: &[f64]) -> Option<f64> {
     let n = v.len();
     match n {
         0 => None,
@@ -39,7 +39,7 @@ pub fn median_of_sorted(v: &[f64]) -> Option<f64> {
 /// `a_i - b_j`. As robust to an outlier run as the medians' difference, and nearly as
 /// efficient as the means' under Gaussian noise (95%, against 64% for medians), which is
 /// what a verdict on three runs a side needs. None when a side is empty.
-pub fn hodges_lehmann(a: &[f64], b: &[f64]) -> Option<f64> {
+pub(crate) fn hodges_lehmann(a: &[f64], b: &[f64]) -> Option<f64> {
     let mut d: Vec<f64> = a
         .iter()
         .flat_map(|x| b.iter().map(move |y| x - y))
@@ -50,7 +50,7 @@ pub fn hodges_lehmann(a: &[f64], b: &[f64]) -> Option<f64> {
 }
 
 /// Median and its interval at `level` (e.g. 0.95). None without a finite value.
-pub fn summarize(values: &[f64], level: f64) -> Option<Summary> {
+pub(crate) fn summarize(values: &[f64], level: f64) -> Option<Summary> {
     let v = sorted(values);
     let median = median_of_sorted(&v)?;
     let n = v.len();

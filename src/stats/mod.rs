@@ -38,7 +38,8 @@ pub mod rank;
 pub mod real;
 
 pub use band::{Band, Calibration};
-pub use median::{summarize, Summary};
+pub(crate) use median::summarize;
+pub use median::Summary;
 
 use crate::metric;
 use serde::{Deserialize, Serialize};
@@ -163,7 +164,7 @@ pub struct Compared {
 
 impl Compared {
     /// "faster 4.3%" and the like.
-    pub fn delta_label(&self) -> String {
+    pub(crate) fn delta_label(&self) -> String {
         metric::delta_label(&self.metric, self.improvement_pct)
     }
 }

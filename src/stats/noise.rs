@@ -30,7 +30,7 @@ pub struct BoxNoise {
 }
 
 /// A stable seed from text (commit, variant): the same on every machine and every night.
-pub fn seed_of(parts: &[&str]) -> u64 {
+pub(crate) fn seed_of(parts: &[&str]) -> u64 {
     let mut h = Sha256::new();
     for p in parts {
         h.update(p.as_bytes());
@@ -118,7 +118,7 @@ pub fn draw(b: &BoxNoise, run_seed: u64, slot: u64) -> Draw {
 
 /// The true effect of a variant of a commit on speed (1.0 = as fast as the baseline): the
 /// same on every night and every repeat, as a real patch's effect is.
-pub fn true_effect(commit: &str, variant: &crate::model::Variant) -> f64 {
+pub(crate) fn true_effect(commit: &str, variant: &crate::model::Variant) -> f64 {
     use crate::model::Variant;
     let mut r = ChaCha8Rng::seed_from_u64(seed_of(&[commit, &variant.to_string()]));
     match variant {
@@ -168,12 +168,12 @@ pub fn serving(effect: f64, d: &Draw) -> Serving {
 /// (`ttfts` and `itls` in seconds, `output_lens`, `errors`), consistent with
 /// [`serving`]'s summary: TTFTs log-normal around its mean, a failed request with no first
 /// token and its error. Only the arrays (the sim's summary is its printed block).
-pub fn per_request_json(effect: f64, d: &Draw, seed: u64) -> String {
+pub(crate) fn per_request_json(effect: f64, d: &Draw, seed: u64) -> String {
     per_request_json_of(REQUESTS, effect, d, seed)
 }
 
 /// [`per_request_json`] for a benchmark of `requests` requests (`bench requests`).
-pub fn per_request_json_of(requests: u32, effect: f64, d: &Draw, seed: u64) -> String {
+pub(crate) fn per_request_json_of(requests: u32, effect: f64, d: &Draw, seed: u64) -> String {
     let s = serving(effect, d);
     // The summary's failures, at the summary's rate.
     let successful = (u64::from(s.successful) * u64::from(requests) / u64::from(REQUESTS)) as u32;

@@ -53,11 +53,11 @@ impl Row {
         k as f64 * 100.0 / self.comparisons.max(1) as f64
     }
     /// Verdicts that claim a change: the false positives of an A/A row.
-    pub fn changed_pct(&self) -> f64 {
+    pub(crate) fn changed_pct(&self) -> f64 {
         self.pct(self.better + self.worse)
     }
     /// Verdicts that find the true improvement: the power of an effect row.
-    pub fn power_pct(&self) -> f64 {
+    pub(crate) fn power_pct(&self) -> f64 {
         self.pct(self.better)
     }
 }
@@ -90,7 +90,7 @@ pub fn calibrate(b: &BoxNoise, box_seed: u64, groups: usize, repeats: usize) -> 
 
 /// `m` comparisons of N runs a side with a true effect, the runs of the two sides
 /// interleaved (as the scheduler's randomised blocks do) at spread-out places in the night.
-pub fn simulate(
+pub(crate) fn simulate(
     b: &BoxNoise,
     band: Option<&Band>,
     cfg: &Config,
@@ -155,7 +155,7 @@ const FOCUS: usize = 4;
 /// plan's minimum a side; then, while runs are left, one step more a side goes to the
 /// comparisons still unknown, closest to deciding first ([`FOCUS`]), up to the cap. Verdicts at each
 /// look use the α the steps allow ([`adaptive::Steps::alpha_per_look`]).
-pub fn simulate_adaptive(
+pub(crate) fn simulate_adaptive(
     b: &BoxNoise,
     band: Option<&Band>,
     cfg: &Config,
@@ -244,7 +244,7 @@ fn adaptive_over(
 /// true 5% changes each decides ("better"). Here adaptive repeats have somewhere to
 /// spend: the unchanged comparisons stay far from deciding and the runs go to the ones
 /// closer to it.
-pub fn mixed_night(
+pub(crate) fn mixed_night(
     b: &BoxNoise,
     band: Option<&Band>,
     cfg: &Config,
@@ -386,7 +386,7 @@ pub fn report(box_seed: u64, m: usize, cfg: &Config) -> String {
 /// two more a side per step while unknown. Of the designs tried on box 7 (1,000
 /// comparisons, 6 runs each: 1+1..6, 1+2..9, 2+1..6, 2+2..8, 2+2..6, 3+3..9, 2+4..10) it
 /// decided the most at a true 5% and 10% change with A/A within α.
-pub fn default_steps(cap: usize) -> adaptive::Steps {
+pub(crate) fn default_steps(cap: usize) -> adaptive::Steps {
     adaptive::Steps {
         min: 2,
         step: 2,

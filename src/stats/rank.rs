@@ -65,7 +65,7 @@ fn sum_counts(ranks: &[u64], k: usize) -> Vec<Vec<f64>> {
 
 /// The two-sided p-value that `a` and `b` come from the same distribution. None when a
 /// sample is empty.
-pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> Option<f64> {
+pub(crate) fn mann_whitney_p(a: &[f64], b: &[f64]) -> Option<f64> {
     let (n1, n2) = (a.len(), b.len());
     if n1 == 0 || n2 == 0 {
         return None;
@@ -117,7 +117,7 @@ fn normal_p(ranks: &[u64], dev2: f64, n1: usize, n2: usize) -> Option<f64> {
 /// The smallest two-sided p-value samples of these sizes can reach (all of one below all
 /// of the other): 2 / C(n1+n2, n1). When it exceeds α the test can never pass, and a
 /// verdict from it would be `inconclusive` by construction.
-pub fn min_p(n1: usize, n2: usize) -> f64 {
+pub(crate) fn min_p(n1: usize, n2: usize) -> f64 {
     if n1 == 0 || n2 == 0 {
         return 1.0;
     }

@@ -39,7 +39,7 @@ impl RealNoise {
     }
 
     /// Coefficient of variation of a metric's runs (sample standard deviation over mean).
-    pub fn cv(&self, key: &str) -> Option<f64> {
+    pub(crate) fn cv(&self, key: &str) -> Option<f64> {
         let v = self.metrics.get(key)?;
         if v.len() < 2 {
             return None;
@@ -76,7 +76,7 @@ impl RealNoise {
 
 /// `m` comparisons of `n` resampled runs a side on `key`, the candidate changed by a true
 /// `effect_pct` in the metric's better direction: (share different, share better).
-pub fn simulate(
+pub(crate) fn simulate(
     noise: &RealNoise,
     key: &str,
     cfg: &Config,

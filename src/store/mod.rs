@@ -226,7 +226,7 @@ impl Store {
     }
 
     /// Open over any backend (tests, other engines).
-    pub fn with_backend(
+    pub(crate) fn with_backend(
         dir: &Path,
         backend: Box<dyn Backend>,
         create: bool,
@@ -374,7 +374,7 @@ impl Store {
     }
 
     /// This store was opened from `copy`, a snapshot of the live store in `dir`.
-    pub fn snapshot_of(mut self, dir: &Path, copy: PathBuf) -> Store {
+    pub(crate) fn snapshot_of(mut self, dir: &Path, copy: PathBuf) -> Store {
         self.dir = dir.to_path_buf();
         self.copy = Some(TempCopy(copy));
         self
@@ -383,7 +383,7 @@ impl Store {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
-    pub fn logs_dir(&self) -> PathBuf {
+    pub(crate) fn logs_dir(&self) -> PathBuf {
         self.dir.join("logs")
     }
     pub fn plan(&self) -> Option<&PlanSnapshot> {
@@ -400,7 +400,7 @@ impl Store {
         self.life
     }
     /// The seq the next appended event gets.
-    pub fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.next_seq
     }
 
@@ -449,7 +449,7 @@ impl Store {
     }
 
     /// Count a new life of the sweep (a process that opened it to run).
-    pub fn begin_life(&mut self) -> anyhow::Result<u32> {
+    pub(crate) fn begin_life(&mut self) -> anyhow::Result<u32> {
         self.life += 1;
         self.backend
             .put(Tree::Meta, K_LIVES, &self.life.to_be_bytes())?;
@@ -505,7 +505,7 @@ impl Store {
 
     /// Keep a commit's invocation for `command`; the first kept stands until the plan
     /// gives the commit another command.
-    pub fn put_invocation(
+    pub(crate) fn put_invocation(
         &mut self,
         commit: &str,
         command: &str,
@@ -527,21 +527,21 @@ impl Store {
         Ok(())
     }
 
-    pub fn put_calibration(&mut self, c: &crate::stats::Calibration) -> anyhow::Result<()> {
+    pub(crate) fn put_calibration(&mut self, c: &crate::stats::Calibration) -> anyhow::Result<()> {
         self.backend.put(Tree::Meta, K_CALIBRATION, &enc(c)?)?;
         self.backend.flush()
     }
 
     /// Save the plan snapshot without its run list: each run's summary holds its part, and
     /// one multi-megabyte value would be copied whole each time sled relocates it.
-    pub fn put_plan(&mut self, mut snap: PlanSnapshot) -> anyhow::Result<()> {
+    pub(crate) fn put_plan(&mut self, mut snap: PlanSnapshot) -> anyhow::Result<()> {
         snap.runs.clear();
         self.backend.put(Tree::Meta, K_PLAN, &enc(&snap)?)?;
         self.plan = Some(snap);
         Ok(())
     }
 
-    pub fn put_run(&mut self, run: RunSummary) -> anyhow::Result<()> {
+    pub(crate) fn put_run(&mut self, run: RunSummary) -> anyhow::Result<()> {
         let bytes = enc(&run)?;
         self.backend.put(Tree::Runs, run.key.as_bytes(), &bytes)?;
         self.digests.insert(run.key.clone(), view::digest(&bytes));
@@ -559,7 +559,7 @@ impl Store {
     }
 
     /// Append one event to the log (written once, never rewritten).
-    pub fn append_event(
+    pub(crate) fn append_event(
         &mut self,
         key: Option<String>,
         env: &Envelope,
@@ -614,7 +614,7 @@ fn summary_doc(k: &str, s: &RunSummary) -> RunDoc {
 
 /// Upgrade a store written with an older schema, in place; each version adds one step here
 /// and then records itself.
-pub fn migrate(backend: &dyn Backend, from: u32) -> anyhow::Result<()> {
+pub(crate) fn migrate(backend: &dyn Backend, from: u32) -> anyhow::Result<()> {
     // MIGRATIONS[i] upgrades schema version i + 1 to i + 2.
     const MIGRATIONS: &[fn(&dyn Backend) -> anyhow::Result<()>] = &[v1_to_v2];
     for v in from.max(1)..SCHEMA_VERSION {
@@ -661,7 +661,7 @@ fn v1_to_v2(backend: &dyn Backend) -> anyhow::Result<()> {
     Ok(())
 }
 /// `$XDG_DATA_HOME/nightshift` (or `~/.local/share/nightshift`).
-pub fn data_root() -> Option<PathBuf> {
+pub(crate) fn data_root() -> Option<PathBuf> {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
         return Some(PathBuf::from(x).join("nightshift"));
     }
@@ -671,7 +671,7 @@ pub fn data_root() -> Option<PathBuf> {
 }
 
 /// The default store of a sweep: `<data root>/<sweep name>`.
-pub fn default_dir(sweep: &str) -> Option<PathBuf> {
+pub(crate) fn default_dir(sweep: &str) -> Option<PathBuf> {
     let safe: String = sweep
         .chars()
         .map(|c| {
@@ -690,7 +690,7 @@ pub fn default_dir(sweep: &str) -> Option<PathBuf> {
 /// a store may hold a FIFO or a link: copying a socket fails, reading a FIFO waits for a
 /// writer, and a link is not followed (its target is not the store's). Only `from` is
 /// read, so a read-only store is copied as well as any.
-pub fn copy_db(from: &Path, to: &Path) -> std::io::Result<()> {
+pub(crate) fn copy_db(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for e in std::fs::read_dir(from)?.flatten() {
         let name = e.file_name();

@@ -49,11 +49,7 @@ impl StoreObserver {
         self.commands = c;
         self
     }
-    pub fn durability(mut self, d: Durability) -> Self {
-        self.durability = d;
-        self
-    }
-    pub fn log_dir(mut self, d: Option<PathBuf>) -> Self {
+    pub(crate) fn log_dir(mut self, d: Option<PathBuf>) -> Self {
         self.log_dir = d;
         self
     }
@@ -64,7 +60,7 @@ impl StoreObserver {
     pub fn shared(&self) -> std::sync::Arc<std::sync::Mutex<Store>> {
         self.store.clone()
     }
-    pub fn logs_dir(&self) -> PathBuf {
+    pub(crate) fn logs_dir(&self) -> PathBuf {
         self.lock().logs_dir()
     }
     fn lock(&self) -> std::sync::MutexGuard<'_, Store> {

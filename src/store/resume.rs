@@ -63,7 +63,7 @@ pub struct ResumeOptions {
 
 /// The stored record of every run of the new plan (fresh for new runs), and which runs to
 /// re-queue with the reason.
-pub fn reconstruct(
+pub(crate) fn reconstruct(
     new: &[RunInfo],
     docs: &BTreeMap<String, RunSummary>,
     diff: &PlanDiff,
@@ -156,7 +156,7 @@ impl ResumeReport {
 }
 
 /// Each commit's perf command as the plan gives it.
-pub fn commands_of(plan: &Plan) -> std::collections::BTreeMap<String, String> {
+pub(crate) fn commands_of(plan: &Plan) -> std::collections::BTreeMap<String, String> {
     plan.commits
         .iter()
         .map(|c| (c.commit.clone(), c.perf_command.clone().unwrap_or_default()))

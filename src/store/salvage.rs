@@ -166,7 +166,7 @@ fn first<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<T> {
 
 /// Write the salvage as JSON Lines: a header line, the plan, then runs and events, each with
 /// a `salvaged` field naming what it is (`salvage`, `plan`, `run`, `event`).
-pub fn write_jsonl(s: &Salvaged, dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+pub(crate) fn write_jsonl(s: &Salvaged, dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
     let line = |out: &mut dyn Write, kind: &str, v: serde_json::Value| -> anyhow::Result<()> {
         let mut obj = serde_json::Map::new();
         obj.insert("salvaged".into(), kind.into());

@@ -15,14 +15,14 @@ pub fn digest(bytes: &[u8]) -> u64 {
 }
 
 /// Plan order: removed runs last (then by key, the order they are visited in).
-pub fn order_key(removed: bool, order: u32) -> (bool, u32) {
+pub(crate) fn order_key(removed: bool, order: u32) -> (bool, u32) {
     (removed, if removed { 0 } else { order })
 }
 
 /// These runs (of [`Store::runs`]) as the report reads them from their summaries, in the
 /// order given. A function of the run map, not a method: the map can be shared between
 /// threads, the store (its database handle) cannot.
-pub fn summary_docs_of(runs: &BTreeMap<String, RunSummary>, keys: &[&str]) -> Vec<RunDoc> {
+pub(crate) fn summary_docs_of(runs: &BTreeMap<String, RunSummary>, keys: &[&str]) -> Vec<RunDoc> {
     keys.iter()
         .filter_map(|k| runs.get(*k).map(|s| summary_doc(k, s)))
         .collect()
@@ -32,12 +32,6 @@ pub fn summary_docs_of(runs: &BTreeMap<String, RunSummary>, keys: &[&str]) -> Ve
 pub type CommitRuns<'a> = (&'a str, Vec<&'a str>);
 
 impl Store {
-    /// The digest of run `key`'s summary as stored; None while it changed in memory and
-    /// is not written yet (a read then rebuilds what depends on it).
-    pub fn run_digest(&self, key: &str) -> Option<u64> {
-        self.digests.get(key).copied()
-    }
-
     /// The commits in the order reports show them (first appearance in plan order), each
     /// with its runs in plan order: the grouping `results` makes of [`Store::in_order`].
     pub fn commits_in_order(&self) -> Vec<CommitRuns<'_>> {
@@ -59,7 +53,7 @@ impl Store {
     }
 
     /// The digest of every run summary as stored (see [`Store::run_digest`]).
-    pub fn run_digests(&self) -> &std::collections::HashMap<String, u64> {
+    pub(crate) fn run_digests(&self) -> &std::collections::HashMap<String, u64> {
         &self.digests
     }
 
@@ -111,7 +105,7 @@ impl Store {
     }
 
     /// Whether this is a private copy of a store in use (what is kept in it is lost).
-    pub fn is_copy(&self) -> bool {
+    pub(crate) fn is_copy(&self) -> bool {
         self.copy.is_some()
     }
 }

@@ -10,7 +10,8 @@ mod keys;
 mod results;
 
 pub use complete::complete;
-pub use results::{needs_a_look, ResultsState, RowSelection, StatusFilter, RESULT_COLUMNS};
+pub(crate) use results::needs_a_look;
+pub use results::{ResultsState, RowSelection, StatusFilter, RESULT_COLUMNS};
 
 use super::gpu::{GpuMsg, GpuSource};
 use super::keymap::{Action, Key, KeyMap};
@@ -90,7 +91,7 @@ impl RunLogs {
     }
 }
 
-pub fn is_error_line(s: &str) -> bool {
+pub(crate) fn is_error_line(s: &str) -> bool {
     const NEEDLES: [&str; 8] = [
         "Error",
         "ERROR",
@@ -295,7 +296,7 @@ impl App {
     /// How the results view and its exports judge: `results`' defaults, the bands learned
     /// from the whole night's repeats and the box's calibration over them (one definition
     /// with the CLI's report, whichever commits a view builds).
-    pub fn report_options(&self) -> crate::report::Options {
+    pub(crate) fn report_options(&self) -> crate::report::Options {
         let mut o = crate::report::Options::of(crate::report::Judge::default());
         let mut bands = self.learned_bands();
         for (k, b) in &self.calibration.bands {
@@ -427,7 +428,7 @@ impl App {
     /// The night's failure groups (unknown failures of one kind each), largest first.
     /// Made again only when a run's state or attempt changed since (a frame per refresh
     /// would otherwise normalise every failed run's line).
-    pub fn failure_groups(&self) -> Arc<Vec<FailureGroup>> {
+    pub(crate) fn failure_groups(&self) -> Arc<Vec<FailureGroup>> {
         let key = self.groups_key();
         if let Some((k, g)) = self.groups.borrow().as_ref() {
             if *k == key {
@@ -470,7 +471,7 @@ impl App {
     }
 
     /// The failure group of a run's unknown failure, if it has one.
-    pub fn group_of(&self, run: RunId) -> Option<FailureGroup> {
+    pub(crate) fn group_of(&self, run: RunId) -> Option<FailureGroup> {
         let spec = self.plan.runs.get(run.0 as usize)?;
         let model = self.plan.commit_of(spec).model.as_deref();
         let id = Member::of_record(&spec.key, model, self.state.run(run)).unknown_kind()?;
@@ -480,7 +481,7 @@ impl App {
     /// The daemon's whole state, sent when this client fell behind and events were
     /// dropped. Selections are runs and commits, not rows, so they stay where they were;
     /// what was made from the old state is made again.
-    pub fn on_state(&mut self, state: SweepState) {
+    pub(crate) fn on_state(&mut self, state: SweepState) {
         // A snapshot of a sweep that already ended: the screen says finished, not running.
         self.finished |= state.finished;
         self.state = state;
@@ -494,7 +495,7 @@ impl App {
         }
     }
 
-    pub fn selected_run(&self) -> Option<RunId> {
+    pub(crate) fn selected_run(&self) -> Option<RunId> {
         self.cells
             .get(self.sel_commit)
             .and_then(|row| row.get(self.sel_variant))
@@ -514,7 +515,7 @@ impl App {
 
     // ---- queries ------------------------------------------------------------------
 
-    pub fn shown_log(&self) -> Option<&VecDeque<LogLine>> {
+    pub(crate) fn shown_log(&self) -> Option<&VecDeque<LogLine>> {
         let run = self.selected_run()?;
         Some(self.logs.get(run.0 as usize)?.as_ref()?.tab(self.log_tab))
     }
@@ -532,7 +533,7 @@ impl App {
     /// The finding a run waits on: the diagnosis of what it is held or failed with. An
     /// earlier one (the run fixed, retried or skipped since) is history, not a question:
     /// no banner offers keys for it.
-    pub fn current_finding(&self, run: RunId) -> Option<&crate::event::Finding> {
+    pub(crate) fn current_finding(&self, run: RunId) -> Option<&crate::event::Finding> {
         let r = self.state.runs.get(run.0 as usize)?;
         let now = match &r.state {
             RunState::Held { category }
@@ -546,14 +547,14 @@ impl App {
 
     /// How long the sweep has run: frozen at its end once it has ended (see
     /// [`SweepState::elapsed_ms`]).
-    pub fn elapsed_ms(&self) -> Option<u64> {
+    pub(crate) fn elapsed_ms(&self) -> Option<u64> {
         self.state.elapsed_ms(self.now_ms, self.finished)
     }
 
     /// Time left, from the schedule replayed forward ([`crate::eta`]): the queue in the
     /// scheduler's order on the sweep's GPUs, each run as long as tonight's runs of its
     /// model and kind took, runs in flight for what is left of theirs.
-    pub fn eta(&self) -> Option<crate::eta::Eta> {
+    pub(crate) fn eta(&self) -> Option<crate::eta::Eta> {
         let ended = self.state.counts().done();
         let key = (self.now_ms / 1000, ended);
         if let Some((k, e)) = *self.eta_cache.borrow() {
@@ -631,7 +632,7 @@ impl App {
     /// run in the scheduler's order needs more GPUs than are free, and the scheduler keeps
     /// them for it (smaller runs pass only if they end before it could start, see
     /// [`crate::scheduler::may_backfill`]). `(run, GPUs it needs)`, or `None` for paused.
-    pub fn idle_reason(&self) -> Option<Option<(RunId, u32)>> {
+    pub(crate) fn idle_reason(&self) -> Option<Option<(RunId, u32)>> {
         if self.state.paused.is_some() {
             return Some(None);
         }
@@ -661,7 +662,7 @@ impl App {
         (spec.gpus > free).then_some(Some((RunId(i as u32), spec.gpus)))
     }
 
-    pub fn gpus_busy(&self) -> u32 {
+    pub(crate) fn gpus_busy(&self) -> u32 {
         super::gpu::holders(&self.state, self.gpus_total)
             .iter()
             .filter(|h| h.is_some())
@@ -689,7 +690,10 @@ enum Focus {
 /// The failure category of a run, observed or predicted: a run that stopped has the one
 /// its outcome stands on (skipped after a diagnosis keeps it, see
 /// [`crate::state::outcome_category`]); one still to run, its latest finding's.
-pub fn run_category(state: &RunState, finding: Option<&crate::event::Finding>) -> Option<Category> {
+pub(crate) fn run_category(
+    state: &RunState,
+    finding: Option<&crate::event::Finding>,
+) -> Option<Category> {
     match state {
         RunState::Queued | RunState::Active { .. } => finding.map(|f| f.category),
         _ => crate::state::outcome_category(state, finding),
@@ -700,7 +704,10 @@ pub fn run_category(state: &RunState, finding: Option<&crate::event::Finding>) -
 pub use crate::metric::headline;
 
 /// Byte ranges of `q` in `s`; smart case (case-insensitive unless `q` has capitals).
-pub fn find_all<'a>(s: &'a str, q: &'a str) -> Box<dyn Iterator<Item = (usize, usize)> + 'a> {
+pub(crate) fn find_all<'a>(
+    s: &'a str,
+    q: &'a str,
+) -> Box<dyn Iterator<Item = (usize, usize)> + 'a> {
     if q.is_empty() {
         return Box::new(std::iter::empty());
     }

@@ -68,7 +68,7 @@ impl Default for Config {
     }
 }
 
-pub fn config_dir() -> Option<PathBuf> {
+pub(crate) fn config_dir() -> Option<PathBuf> {
     if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
         return Some(PathBuf::from(x).join("nightshift"));
     }
@@ -99,7 +99,7 @@ impl Config {
 
     /// What a plan may leave to the box: `[datasets]` and `vllm_src`, with paths made
     /// absolute (relative to the config folder).
-    pub fn box_defaults(&self) -> crate::plan::BoxDefaults {
+    pub(crate) fn box_defaults(&self) -> crate::plan::BoxDefaults {
         let base = config_dir().unwrap_or_default();
         crate::plan::BoxDefaults {
             datasets: self
@@ -115,7 +115,7 @@ impl Config {
         }
     }
 
-    pub fn key_overrides(&self) -> BTreeMap<String, Vec<String>> {
+    pub(crate) fn key_overrides(&self) -> BTreeMap<String, Vec<String>> {
         self.keys
             .iter()
             .map(|(k, v)| {

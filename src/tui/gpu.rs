@@ -26,7 +26,7 @@ pub enum GpuSource {
 }
 
 /// Start the NVML sampler thread. It stops when the receiver is dropped.
-pub fn spawn_nvml(period: Duration, tx: UnboundedSender<GpuMsg>) {
+pub(crate) fn spawn_nvml(period: Duration, tx: UnboundedSender<GpuMsg>) {
     std::thread::Builder::new()
         .name("nvml-sampler".into())
         .spawn(move || nvml_loop(period, tx))
@@ -75,26 +75,8 @@ fn nvml_loop(period: Duration, tx: UnboundedSender<GpuMsg>) {
     }
 }
 
-/// The Docker container a host process runs in (64 hex digits in its cgroup path), so a
-/// process on a GPU can be matched to the run whose container it is.
-pub fn container_of_pid(pid: u32) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    container_in_cgroup(&text)
-}
-
-pub fn container_in_cgroup(text: &str) -> Option<String> {
-    for line in text.lines() {
-        for part in line.split(['/', '-', '.', ':']) {
-            if part.len() == 64 && part.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Some(part.to_string());
-            }
-        }
-    }
-    None
-}
-
 /// The run holding each GPU, from the engine's allocation.
-pub fn holders(state: &SweepState, gpus: u32) -> Vec<Option<(RunId, Stage)>> {
+pub(crate) fn holders(state: &SweepState, gpus: u32) -> Vec<Option<(RunId, Stage)>> {
     let mut h = vec![None; gpus as usize];
     for (i, r) in state.runs.iter().enumerate() {
         if let RunState::Active { stage } = r.state {
@@ -117,7 +99,7 @@ fn noise(a: u64, b: u64) -> u64 {
 
 /// Simulated samples: a loading server fills memory, a benchmark keeps the GPU busy,
 /// an idle GPU idles. Deterministic in `now_ms` so snapshots are stable.
-pub fn synthesize(state: &SweepState, gpus: u32, now_ms: u64) -> Vec<GpuSample> {
+pub(crate) fn synthesize(state: &SweepState, gpus: u32, now_ms: u64) -> Vec<GpuSample> {
     let tick = now_ms / 1000;
     holders(state, gpus)
         .into_iter()
@@ -150,16 +132,6 @@ pub fn synthesize(state: &SweepState, gpus: u32, now_ms: u64) -> Vec<GpuSample> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn finds_the_container_in_a_cgroup() {
-        let id = "a".repeat(64);
-        let v1 = format!("12:devices:/docker/{id}\n");
-        let v2 = format!("0::/system.slice/docker-{id}.scope\n");
-        assert_eq!(container_in_cgroup(&v1).as_deref(), Some(id.as_str()));
-        assert_eq!(container_in_cgroup(&v2).as_deref(), Some(id.as_str()));
-        assert_eq!(container_in_cgroup("0::/user.slice\n"), None);
-    }
 
     #[test]
     fn idle_gpus_idle() {

@@ -87,7 +87,7 @@ impl Key {
     pub const fn code(code: KeyCode) -> Key {
         Key { code, ctrl: false }
     }
-    pub fn from_event(k: &KeyEvent) -> Key {
+    pub(crate) fn from_event(k: &KeyEvent) -> Key {
         Key {
             code: k.code,
             ctrl: k.modifiers.contains(KeyModifiers::CONTROL),
@@ -411,14 +411,14 @@ impl KeyMap {
             .map(|b| b.action)
     }
 
-    pub fn keys_of(&self, action: Action) -> Option<&[Key]> {
+    pub(crate) fn keys_of(&self, action: Action) -> Option<&[Key]> {
         self.bindings
             .iter()
             .find(|b| b.action == action)
             .map(|b| b.keys.as_slice())
     }
 
-    pub fn label_of(&self, action: Action) -> String {
+    pub(crate) fn label_of(&self, action: Action) -> String {
         self.keys_of(action)
             .and_then(|k| k.first())
             .map(|k| k.label())
@@ -464,7 +464,7 @@ impl KeyMap {
     }
 
     /// (keys, help) grouped by section, in table order.
-    pub fn help_rows(&self) -> Vec<(&'static str, String, &'static str)> {
+    pub(crate) fn help_rows(&self) -> Vec<(&'static str, String, &'static str)> {
         self.bindings
             .iter()
             .filter(|b| !b.keys.is_empty())
@@ -475,7 +475,7 @@ impl KeyMap {
             .collect()
     }
 
-    pub fn hints(&self) -> Vec<(String, &'static str, Action)> {
+    pub(crate) fn hints(&self) -> Vec<(String, &'static str, Action)> {
         self.bindings
             .iter()
             .filter_map(|b| Some((b.keys.first()?.label(), b.hint?, b.action)))

@@ -138,7 +138,7 @@ fn inside(r: ratatui::layout::Rect, x: u16, y: u16) -> bool {
     x >= r.x && x < r.x + r.width && y >= r.y && y < r.y + r.height
 }
 
-pub fn on_mouse(app: &mut App, kind: MouseEventKind, x: u16, y: u16) {
+pub(crate) fn on_mouse(app: &mut App, kind: MouseEventKind, x: u16, y: u16) {
     // The operator moves the cursor: the next key acts on what they clicked.
     app.hits.shown.set(None);
     if app.popup.is_some() {

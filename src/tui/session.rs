@@ -54,7 +54,7 @@ pub struct Link {
 }
 
 /// Envelopes from an in-process engine as link messages.
-pub fn envelopes(mut rx: UnboundedReceiver<Envelope>) -> UnboundedReceiver<Incoming> {
+pub(crate) fn envelopes(mut rx: UnboundedReceiver<Envelope>) -> UnboundedReceiver<Incoming> {
     let (tx, out) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Some(env) = rx.recv().await {

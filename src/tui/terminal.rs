@@ -73,7 +73,7 @@ pub struct Guard {
 }
 
 /// Put the terminal back; safe to call more than once.
-pub fn restore() {
+pub(crate) fn restore() {
     restore_stderr();
     let _ = disable_raw_mode();
     let _ = execute!(
@@ -88,7 +88,7 @@ static HOOK: Once = Once::new();
 
 impl Guard {
     /// `stderr_log`: where to send stderr meanwhile (None leaves it alone).
-    pub fn enter(stderr_log: Option<PathBuf>) -> anyhow::Result<Guard> {
+    pub(crate) fn enter(stderr_log: Option<PathBuf>) -> anyhow::Result<Guard> {
         HOOK.call_once(|| {
             let prev = std::panic::take_hook();
             std::panic::set_hook(Box::new(move |info| {
@@ -113,7 +113,7 @@ impl Guard {
     }
 
     /// Leave the screen for a child process (the pager) and come back.
-    pub fn suspend<T>(&mut self, f: impl FnOnce() -> T) -> T {
+    pub(crate) fn suspend<T>(&mut self, f: impl FnOnce() -> T) -> T {
         restore();
         let out = f();
         if let Some(p) = &self.stderr_log {

@@ -102,7 +102,7 @@ impl Feed {
 
 /// The example plan mid-night: commit 0 measured (baseline, human), an aimv2 failure held
 /// with a fix to offer, three runs in flight, one pulling its image, logs with errors.
-pub fn scene() -> App {
+pub(crate) fn scene() -> App {
     let plan = Arc::new(crate::plan::example::example_plan());
     let mut app = App::new(plan, 8, Theme::builtin("dark").unwrap(), KeyMap::default());
     let mut f = Feed { seq: 0 };

@@ -150,7 +150,7 @@ impl Theme {
     }
 
     /// Every colour replaced by the terminal default (`NO_COLOR`).
-    pub fn monochrome(mut self) -> Theme {
+    pub(crate) fn monochrome(mut self) -> Theme {
         for c in [
             &mut self.fg,
             &mut self.dim,
@@ -179,7 +179,7 @@ impl Theme {
         self
     }
 
-    pub fn next_builtin(&self) -> Theme {
+    pub(crate) fn next_builtin(&self) -> Theme {
         let i = BUILTIN
             .iter()
             .position(|(n, _)| *n == self.name)
@@ -196,7 +196,7 @@ impl Theme {
     pub fn text(&self) -> Style {
         Style::default().fg(self.fg)
     }
-    pub fn dim(&self) -> Style {
+    pub(crate) fn dim(&self) -> Style {
         Style::default().fg(self.dim)
     }
     pub fn border(&self, focus: bool) -> Style {
@@ -235,7 +235,7 @@ impl Theme {
             s
         }
     }
-    pub fn banner(&self) -> Style {
+    pub(crate) fn banner(&self) -> Style {
         let s = Style::default()
             .fg(self.banner_fg)
             .bg(self.banner_bg)

@@ -152,7 +152,7 @@ pub fn gives(view: &CommandView, spec: &str) -> bool {
 }
 
 /// Whether `rule`'s options are in the command (all of `all`, none of `none`).
-pub fn rule_matches(rule: &FlagRule, view: &CommandView) -> bool {
+pub(crate) fn rule_matches(rule: &FlagRule, view: &CommandView) -> bool {
     rule.all.iter().all(|s| gives(view, s)) && !rule.none.iter().any(|s| gives(view, s))
 }
 

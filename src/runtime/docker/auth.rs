@@ -52,7 +52,7 @@ pub struct DockerAuth {
 
 impl DockerAuth {
     /// The operator's config, where the Docker CLI finds it.
-    pub fn from_env() -> Self {
+    pub(crate) fn from_env() -> Self {
         DockerAuth::default()
     }
 
@@ -64,14 +64,15 @@ impl DockerAuth {
         }
     }
 
+    #[cfg(test)]
     /// Look credential helpers up in these directories instead of `$PATH`.
-    pub fn with_helper_path(mut self, dirs: impl Into<OsString>) -> Self {
+    pub(crate) fn with_helper_path(mut self, dirs: impl Into<OsString>) -> Self {
         self.helper_path = Some(dirs.into());
         self
     }
 
     /// The file that is read (`None` when neither `DOCKER_CONFIG` nor `HOME` is set).
-    pub fn config_path(&self) -> Option<PathBuf> {
+    pub(crate) fn config_path(&self) -> Option<PathBuf> {
         if let Some(f) = &self.file {
             return Some(f.clone());
         }
@@ -100,7 +101,7 @@ impl DockerAuth {
 
     /// Credentials for the registry `image` is pulled from; `None`: pull anonymously.
     /// Blocking (it may run a helper): call it off the async executor.
-    pub fn credentials_for(&self, image: &str) -> Result<Option<Credentials>, AuthError> {
+    pub(crate) fn credentials_for(&self, image: &str) -> Result<Option<Credentials>, AuthError> {
         self.load()?
             .credentials(&Registry::of(image), self.helper_path.as_deref())
     }
@@ -135,13 +136,13 @@ impl Registry {
         Registry { host }
     }
 
-    pub fn is_docker_hub(&self) -> bool {
+    pub(crate) fn is_docker_hub(&self) -> bool {
         self.host == "docker.io"
     }
 
     /// What `docker login` names the registry: the config key, the helper's server URL and
     /// the credentials' `serveraddress`.
-    pub fn server_address(&self) -> &str {
+    pub(crate) fn server_address(&self) -> &str {
         if self.is_docker_hub() {
             DOCKER_HUB_SERVER
         } else {

@@ -114,7 +114,7 @@ impl Default for BuildConfig {
 
 /// The tag a built image gets: per parent, and per patch for an agent's tree, so a
 /// retry or a later run of the same tree reuses it.
-pub fn built_tag(human: &str, parent: &str, patch_sha: Option<&str>) -> String {
+pub(crate) fn built_tag(human: &str, parent: &str, patch_sha: Option<&str>) -> String {
     let p = &parent[..parent.len().min(12)];
     match patch_sha {
         Some(s) => format!(
@@ -138,7 +138,7 @@ pub fn render(template: &str, base: &str, commit: &str, version: &str, host: &Bu
 
 /// Whether the rendered Dockerfile leaves the compile to a container with the ccache
 /// volume (it labels the image [`toolchain::COMPILE_LABEL`]).
-pub fn compiles_in_container(dockerfile: &str) -> bool {
+pub(crate) fn compiles_in_container(dockerfile: &str) -> bool {
     dockerfile.lines().any(|l| {
         let l = l.trim();
         l.starts_with("LABEL") && l.contains(toolchain::COMPILE_LABEL)
@@ -147,7 +147,7 @@ pub fn compiles_in_container(dockerfile: &str) -> bool {
 
 /// `git describe --tags` output → a PEP 440 version whose local part names the commit:
 /// `v0.6.3-45-gabc` → `0.6.3.post45+g<commit12>`, `v0.6.3` → `0.6.3+g<commit12>`.
-pub fn pep440_version(describe: Option<&str>, commit: &str) -> String {
+pub(crate) fn pep440_version(describe: Option<&str>, commit: &str) -> String {
     let local = format!("+g{}", &commit[..commit.len().min(12)]);
     let Some(d) = describe.map(str::trim).filter(|d| !d.is_empty()) else {
         return format!("0.0.0{local}");
@@ -191,7 +191,11 @@ async fn git(src: &Path, args: &[&str], env: &[(&str, &Path)]) -> Result<Vec<u8>
 
 /// The git tree to build: `commit`'s, or `commit`'s with `patch` applied (in a temporary
 /// index: the operator's clone and its working tree are not touched).
-pub async fn tree_of(src: &Path, commit: &str, patch: Option<&Path>) -> Result<String, String> {
+pub(crate) async fn tree_of(
+    src: &Path,
+    commit: &str,
+    patch: Option<&Path>,
+) -> Result<String, String> {
     let Some(patch) = patch else {
         let t = git(src, &["rev-parse", &format!("{commit}^{{tree}}")], &[]).await?;
         return Ok(String::from_utf8_lossy(&t).trim().to_string());
@@ -259,7 +263,7 @@ pub async fn context(
 
 /// The line of a build log that says why it failed: the last error-looking line, else the
 /// last line.
-pub fn deciding_line(log: &[String]) -> String {
+pub(crate) fn deciding_line(log: &[String]) -> String {
     let telling = |l: &str| {
         let t = l.trim();
         t.starts_with("ERROR")

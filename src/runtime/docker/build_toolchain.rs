@@ -33,14 +33,14 @@ pub const BYTES_PER_JOB: u64 = 6_000_000_000;
 pub const PROGRESS_LAYER: &str = "build";
 
 /// Parallel compile jobs: one per [`BYTES_PER_JOB`] of RAM, at least 1, at most `cpus`.
-pub fn max_jobs(mem_bytes: u64, cpus: u32) -> u32 {
+pub(crate) fn max_jobs(mem_bytes: u64, cpus: u32) -> u32 {
     let by_mem = (mem_bytes / BYTES_PER_JOB).min(u32::MAX as u64) as u32;
     by_mem.clamp(1, cpus.max(1))
 }
 
 /// `TORCH_CUDA_ARCH_LIST` for GPUs of these compute capabilities: distinct, ascending,
 /// `major.minor` joined by `;` (`[(9,0)]` → `9.0`). None known: [`FALLBACK_ARCH_LIST`].
-pub fn arch_list(capabilities: &[(u32, u32)]) -> String {
+pub(crate) fn arch_list(capabilities: &[(u32, u32)]) -> String {
     let mut caps = capabilities.to_vec();
     caps.sort_unstable();
     caps.dedup();
@@ -54,7 +54,7 @@ pub fn arch_list(capabilities: &[(u32, u32)]) -> String {
 }
 
 /// A ninja line `[N/M] Building CUDA object …` (also indented, as pip -v shows it) → (N, M).
-pub fn parse_build_progress(line: &str) -> Option<(u32, u32)> {
+pub(crate) fn parse_build_progress(line: &str) -> Option<(u32, u32)> {
     let rest = line.trim_start().strip_prefix('[')?;
     let (inside, after) = rest.split_once(']')?;
     let (n, m) = inside.split_once('/')?;
@@ -63,7 +63,7 @@ pub fn parse_build_progress(line: &str) -> Option<(u32, u32)> {
 }
 
 /// The operator's `TORCH_CUDA_ARCH_LIST` / `MAX_JOBS`, else none (the box decides).
-pub fn env_override(name: &str) -> Option<String> {
+pub(crate) fn env_override(name: &str) -> Option<String> {
     std::env::var(name)
         .ok()
         .map(|v| v.trim().to_string())
@@ -71,7 +71,7 @@ pub fn env_override(name: &str) -> Option<String> {
 }
 
 /// The environment of the compile: jobs, ccache as the compilers' launcher.
-pub fn compile_env(max_jobs: u32, arch_list: &str) -> Vec<String> {
+pub(crate) fn compile_env(max_jobs: u32, arch_list: &str) -> Vec<String> {
     vec![
         format!("MAX_JOBS={max_jobs}"),
         format!("TORCH_CUDA_ARCH_LIST={arch_list}"),

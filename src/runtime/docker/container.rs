@@ -52,7 +52,7 @@ pub fn name(job: &RunJob, role: &str) -> String {
 }
 
 /// "16g", "512m", "1024" → bytes.
-pub fn parse_size(s: &str) -> Option<i64> {
+pub(crate) fn parse_size(s: &str) -> Option<i64> {
     let s = s.trim().to_ascii_lowercase();
     let s = s.strip_suffix('b').unwrap_or(&s);
     let (num, mult) = match s.chars().last()? {
@@ -136,7 +136,7 @@ pub async fn create(
 }
 
 /// The host port Docker picked for `port`/tcp.
-pub async fn host_port(docker: &Docker, id: &str, port: u16) -> Option<u16> {
+pub(crate) async fn host_port(docker: &Docker, id: &str, port: u16) -> Option<u16> {
     let c = docker.inspect_container(id, None).await.ok()?;
     let ports = c.network_settings?.ports?;
     let bindings = ports.get(&format!("{port}/tcp"))?.as_ref()?;
@@ -196,7 +196,7 @@ pub async fn teardown(docker: &Docker, name: &str, grace_s: i32) -> Option<Strin
 }
 
 /// Containers of `sweep` (any state).
-pub async fn of_sweep(
+pub(crate) async fn of_sweep(
     docker: &Docker,
     sweep: &str,
 ) -> Result<Vec<(String, String)>, bollard::errors::Error> {
@@ -204,7 +204,7 @@ pub async fn of_sweep(
 }
 
 /// The containers of one attempt of one run (any role).
-pub async fn of_attempt(
+pub(crate) async fn of_attempt(
     docker: &Docker,
     job: &RunJob,
 ) -> Result<Vec<(String, String)>, bollard::errors::Error> {

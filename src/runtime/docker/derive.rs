@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use std::sync::Mutex;
 
 /// `repo:tag` → `repo` (a registry port is not a tag: `host:5000/x:y` → `host:5000/x`).
-pub fn repo_of(image: &str) -> &str {
+pub(crate) fn repo_of(image: &str) -> &str {
     let image = image.split('@').next().unwrap_or(image);
     match image.rsplit_once(':') {
         Some((repo, tag)) if !tag.contains('/') => repo,
@@ -21,7 +21,7 @@ pub fn repo_of(image: &str) -> &str {
 }
 
 /// The tag a derived baseline gets.
-pub fn derived_tag(human: &str, parent: &str) -> String {
+pub(crate) fn derived_tag(human: &str, parent: &str) -> String {
     format!(
         "{}:nsbase-{}",
         repo_of(human),
@@ -30,7 +30,7 @@ pub fn derived_tag(human: &str, parent: &str) -> String {
 }
 
 /// Why a commit's baseline cannot be derived by overlay, if it cannot.
-pub fn overlay_blocker(changes: &[FileChange]) -> Option<String> {
+pub(crate) fn overlay_blocker(changes: &[FileChange]) -> Option<String> {
     let compiled: Vec<&str> = changes
         .iter()
         .filter(|f| needs_build(&f.path))
@@ -234,7 +234,7 @@ impl DockerRuntime {
 
 /// The image a baseline or agent run uses when its own is missing: `Err(end)` keeps the
 /// pull's failure, with why no derivation was possible.
-pub fn missing_with(end: RunEnd, why: &str) -> RunEnd {
+pub(crate) fn missing_with(end: RunEnd, why: &str) -> RunEnd {
     match end {
         RunEnd::ImageMissing { message } => RunEnd::ImageMissing {
             message: format!("{message}; no baseline could be derived: {why}"),

@@ -204,7 +204,7 @@ pub fn print(checks: &[Check], out: &mut dyn Write) -> std::io::Result<()> {
 /// would open a dataset that is not configured.
 /// The agents' patch files the plan names: on this box or not. Whether each applies to
 /// its parent is preflight's (`nightshift preflight PLAN`, with the clone).
-pub fn patch_checks(plan: &crate::plan::Plan) -> Vec<Check> {
+pub(crate) fn patch_checks(plan: &crate::plan::Plan) -> Vec<Check> {
     let base = plan.path.parent().unwrap_or(Path::new("."));
     let named: Vec<&str> = plan
         .runs
@@ -247,7 +247,7 @@ pub fn patch_checks(plan: &crate::plan::Plan) -> Vec<Check> {
     )]
 }
 
-pub fn dataset_checks(plan: &crate::plan::Plan) -> Vec<Check> {
+pub(crate) fn dataset_checks(plan: &crate::plan::Plan) -> Vec<Check> {
     let mut v = Vec::new();
     for (name, path) in &plan.datasets {
         match std::fs::metadata(path) {

@@ -77,7 +77,7 @@ impl LineOut<'_> {
 }
 
 /// Forward a Docker output stream (logs or exec) as lines until it ends.
-pub async fn pump<S>(mut s: S, out: &mut LineOut<'_>) -> Result<(), bollard::errors::Error>
+pub(crate) async fn pump<S>(mut s: S, out: &mut LineOut<'_>) -> Result<(), bollard::errors::Error>
 where
     S: futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Unpin,
 {
@@ -165,7 +165,7 @@ pub async fn run(
 }
 
 /// As [`run`], with extra `NAME=value` environment for the exec'd process.
-pub async fn run_with_env(
+pub(crate) async fn run_with_env(
     docker: &Docker,
     container: &str,
     cmd: Vec<String>,

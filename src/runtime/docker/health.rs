@@ -19,7 +19,7 @@ fn client() -> &'static reqwest::Client {
 }
 
 /// The status code of `GET path`, or None when nothing answers properly.
-pub async fn get_status(port: u16, path: &str) -> Option<u16> {
+pub(crate) async fn get_status(port: u16, path: &str) -> Option<u16> {
     let url = format!("http://127.0.0.1:{port}{path}");
     let resp = client().get(url).send().await.ok()?;
     Some(resp.status().as_u16())
@@ -33,7 +33,7 @@ pub async fn ready(port: u16) -> bool {
 
 /// The same two requests from inside the container `name` (curl, else wget, else the
 /// image's python): for engines on other machines, whose published ports are theirs.
-pub async fn ready_in(docker: &bollard::Docker, name: &str, port: u16) -> bool {
+pub(crate) async fn ready_in(docker: &bollard::Docker, name: &str, port: u16) -> bool {
     let u = format!("http://127.0.0.1:{port}");
     let script = format!(
         "if command -v curl >/dev/null 2>&1; then curl -fs -o /dev/null {u}/health && curl -fs -o /dev/null {u}/v1/models; \
@@ -88,7 +88,7 @@ print("ok", ok)
 "#;
 
 /// Send the invocation's warm-up requests to the server in container `name`.
-pub async fn warm_up_in(
+pub(crate) async fn warm_up_in(
     docker: &bollard::Docker,
     name: &str,
     setup: &super::invoke::Setup,

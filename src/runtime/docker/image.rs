@@ -34,7 +34,7 @@ pub enum Refusal {
 
 /// The registry's refusal in a pull error, if that is what it is. "pull access denied …
 /// repository does not exist" is not one: Docker says it of missing repositories too.
-pub fn registry_refusal(msg: &str) -> Option<Refusal> {
+pub(crate) fn registry_refusal(msg: &str) -> Option<Refusal> {
     let m = msg.to_ascii_lowercase();
     if m.contains("toomanyrequests")
         || m.contains("too many requests")
@@ -75,11 +75,11 @@ pub async fn inspect(docker: &Docker, image: &str) -> Option<ImageInfo> {
 }
 
 /// Free bytes on the filesystem holding `path` (Docker's root dir), when it is local.
-pub fn free_bytes(path: &Path) -> Option<u64> {
+pub(crate) fn free_bytes(path: &Path) -> Option<u64> {
     crate::disk::free_bytes(path)
 }
 
-pub fn classify_pull_error(msg: &str) -> ImageError {
+pub(crate) fn classify_pull_error(msg: &str) -> ImageError {
     let m = msg.to_ascii_lowercase();
     if m.contains("no space left on device") {
         ImageError::DiskFull(msg.to_string())
@@ -225,7 +225,7 @@ async fn failed(image: &str, msg: &str, creds: Option<&Credentials>, sink: &RunS
 }
 
 /// `repo[:tag]` (a `:` after the last `/` is a tag, before it a registry port).
-pub fn split_ref(image: &str) -> (&str, &str) {
+pub(crate) fn split_ref(image: &str) -> (&str, &str) {
     let image = image.split('@').next().unwrap_or(image);
     match image.rfind(':') {
         Some(i) if !image[i..].contains('/') => (&image[..i], &image[i + 1..]),
@@ -254,7 +254,7 @@ fn short_hash(s: &str) -> String {
 /// Where `image` fixed by `recipes` is committed: same repository, tag suffixed (as
 /// `Recipe::fixed_image` names it: `org/vllm:abc` → `org/vllm:abc-nsfix-aimv2-exist-ok`),
 /// so an operator sees what it came from; reused by every later run of that image.
-pub fn fixed_ref(image: &str, recipes: &[String]) -> (String, String) {
+pub(crate) fn fixed_ref(image: &str, recipes: &[String]) -> (String, String) {
     let (repo, tag) = match image.split_once('@') {
         // `repo@sha256:…` has no tag to extend: name the fix after the digest.
         Some((repo, digest)) => (
@@ -281,7 +281,7 @@ pub fn fixed_ref(image: &str, recipes: &[String]) -> (String, String) {
 }
 
 /// A per-attempt image holding an agent's patch (removed at teardown).
-pub fn patched_ref(sweep: &str, key: &str, attempt: u32) -> (String, String) {
+pub(crate) fn patched_ref(sweep: &str, key: &str, attempt: u32) -> (String, String) {
     (
         "nightshift-patched".to_string(),
         format!("{}-a{attempt}", short_hash(&format!("{sweep}/{key}"))),

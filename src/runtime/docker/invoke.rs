@@ -35,7 +35,7 @@ pub use super::memo::ImageFacts;
 /// that imports vllm wins; failing that, the first that finds the package without
 /// importing it (an image whose vllm is installed but rotten: the run goes on, so the
 /// import error is seen and diagnosed, and its fix applied, instead of "no interpreter").
-pub fn probe_script() -> String {
+pub(crate) fn probe_script() -> String {
     let cands = INTERPRETERS.join(" ");
     let dirs = IMAGE_BENCHMARKS.join(" ");
     format!(
@@ -64,7 +64,7 @@ true"#
     )
 }
 
-pub fn parse_probe(out: &str, workdir: &str) -> ImageFacts {
+pub(crate) fn parse_probe(out: &str, workdir: &str) -> ImageFacts {
     let mut f = ImageFacts {
         workdir: workdir.to_string(),
         ..Default::default()
@@ -105,7 +105,7 @@ impl Default for Caches {
 }
 
 impl Caches {
-    pub fn in_dir(dir: Option<std::path::PathBuf>) -> Self {
+    pub(crate) fn in_dir(dir: Option<std::path::PathBuf>) -> Self {
         Caches {
             probes: Mutex::default(),
             helps: Mutex::default(),
@@ -693,7 +693,7 @@ fn help_label(program: &Program, via_module: bool) -> String {
 }
 
 /// The read-only binds of a run's dataset mounts.
-pub fn dataset_binds(inv: &Invocation) -> Vec<String> {
+pub(crate) fn dataset_binds(inv: &Invocation) -> Vec<String> {
     inv.mounts
         .iter()
         .map(|m| format!("{}:{}:ro", m.host.display(), m.container))

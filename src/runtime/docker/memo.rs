@@ -56,7 +56,7 @@ pub fn learned(image_id: &str, kind: crate::kind::BenchKind) -> Learned {
     learned_in(&dir, image_id, kind)
 }
 
-pub fn learned_in(dir: &Path, image_id: &str, kind: crate::kind::BenchKind) -> Learned {
+pub(crate) fn learned_in(dir: &Path, image_id: &str, kind: crate::kind::BenchKind) -> Learned {
     let memo = load(dir, image_id);
     let script = crate::rewrite::script_of(kind);
     let programs = [
@@ -77,7 +77,7 @@ pub fn learned_in(dir: &Path, image_id: &str, kind: crate::kind::BenchKind) -> L
 }
 
 /// `$XDG_CACHE_HOME/nightshift/images` (else `~/.cache/…`).
-pub fn default_dir() -> Option<PathBuf> {
+pub(crate) fn default_dir() -> Option<PathBuf> {
     crate::dirs::cache_root().map(|d| d.join("images"))
 }
 

@@ -88,7 +88,7 @@ pub struct DockerConfig {
 /// vLLM images are 17–22 GB; a pull needs room to download and extract.
 pub const DEFAULT_MIN_FREE_BYTES: u64 = 25_000_000_000;
 
-pub use crate::plan::expand_path;
+pub(crate) use crate::plan::expand_path;
 
 impl DockerConfig {
     pub fn from_plan(plan: &Plan) -> Self {
@@ -257,7 +257,7 @@ impl DockerRuntime {
 
     /// A runtime on another engine (a `[[hosts]]` entry): readiness is asked inside the
     /// container, through that engine.
-    pub fn on_engine(cfg: DockerConfig, docker: Docker) -> Self {
+    pub(crate) fn on_engine(cfg: DockerConfig, docker: Docker) -> Self {
         DockerRuntime {
             docker,
             cfg,
@@ -403,7 +403,7 @@ impl DockerRuntime {
 
 /// GPUs NVML sees (0 without a driver: runs that need GPUs then wait, 0-GPU runs proceed).
 /// The smallest GPU's total memory, for the weights-fit check (None without NVML).
-pub fn min_gpu_memory() -> Option<u64> {
+pub(crate) fn min_gpu_memory() -> Option<u64> {
     let nvml = nvml_wrapper::Nvml::init().ok()?;
     (0..nvml.device_count().ok()?)
         .filter_map(|i| nvml.device_by_index(i).ok()?.memory_info().ok())
@@ -430,7 +430,7 @@ fn gpu_facts(gpus: &[u32]) -> Vec<(String, String)> {
     v
 }
 
-pub fn visible_gpus() -> u32 {
+pub(crate) fn visible_gpus() -> u32 {
     gpu_census().unwrap_or(0)
 }
 
@@ -467,7 +467,7 @@ pub fn slots(plan: &Plan, gpus: Option<u32>) -> u32 {
 
 /// For `nightshift run --runtime docker`: check that Docker answers (with a hint when it
 /// does not), then build the runtime from the plan. Err is the exit status.
-pub fn for_cli(
+pub(crate) fn for_cli(
     plan: &Plan,
     opts: &DockerOptions,
     gpus: Option<u32>,

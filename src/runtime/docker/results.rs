@@ -2,8 +2,6 @@
 //! out of the container after the run, so the parser reads the exact numbers the JSON
 //! holds and not only what was printed. Pure; the copy itself is in the runtime.
 
-use crate::plan::CommandView;
-
 /// What to fetch after the benchmark.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Wanted {
@@ -26,20 +24,8 @@ fn abs(path: &str, workdir: &str) -> String {
     }
 }
 
-pub fn wanted(view: &CommandView, workdir: &str) -> Vec<Wanted> {
-    let value = |name: &str| {
-        view.flags
-            .iter()
-            .rev()
-            .find(|f| f.name == name)
-            .and_then(|f| f.value.clone())
-    };
-    let has = |name: &str| view.flags.iter().any(|f| f.name == name);
-    wanted_by(value, has, workdir)
-}
-
 /// The same from an argv as it runs (`--flag value` or `--flag=value`).
-pub fn wanted_args(argv: &[String], workdir: &str) -> Vec<Wanted> {
+pub(crate) fn wanted_args(argv: &[String], workdir: &str) -> Vec<Wanted> {
     let value = |name: &str| {
         let eq = format!("{name}=");
         argv.iter().enumerate().rev().find_map(|(i, a)| {
@@ -85,7 +71,8 @@ mod tests {
     use super::*;
 
     fn w(cmd: &str) -> Vec<Wanted> {
-        wanted(&CommandView::parse(cmd).unwrap(), "/vllm-workspace")
+        // The argv as the command runs (the path the attempt takes).
+        wanted_args(&shell_words::split(cmd).unwrap(), "/vllm-workspace")
     }
 
     #[test]

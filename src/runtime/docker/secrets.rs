@@ -23,7 +23,7 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl Secrets {
-    pub fn from_env() -> Self {
+    pub(crate) fn from_env() -> Self {
         let token = TOKEN_VARS
             .iter()
             // Trimmed: a token read from an env file with a trailing newline would
@@ -45,12 +45,12 @@ impl Secrets {
         }
     }
 
-    pub fn has_token(&self) -> bool {
+    pub(crate) fn has_token(&self) -> bool {
         self.token.is_some()
     }
 
     /// `NAME=value` entries for a container's environment (both names vLLM/HF read).
-    pub fn container_env(&self) -> Vec<String> {
+    pub(crate) fn container_env(&self) -> Vec<String> {
         match &self.token {
             Some(t) => TOKEN_VARS.iter().map(|v| format!("{v}={t}")).collect(),
             None => Vec::new(),
@@ -58,7 +58,7 @@ impl Secrets {
     }
 
     /// The line with every occurrence of the token masked.
-    pub fn redact(&self, line: &str) -> String {
+    pub(crate) fn redact(&self, line: &str) -> String {
         match &self.token {
             // Very short "tokens" would mask ordinary text; real HF tokens are 37+ chars.
             Some(t) if t.len() >= 4 && line.contains(t.as_str()) => line.replace(t.as_str(), MASK),

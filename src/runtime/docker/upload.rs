@@ -6,7 +6,7 @@ use std::path::Path;
 
 /// `benchmarks/` of `vllm_src` at `commit`, as a tar archive (`git archive`: exactly the
 /// committed files, no working-tree changes).
-pub async fn benchmarks_tar(vllm_src: &Path, commit: &str) -> anyhow::Result<Vec<u8>> {
+pub(crate) async fn benchmarks_tar(vllm_src: &Path, commit: &str) -> anyhow::Result<Vec<u8>> {
     let out = tokio::process::Command::new("git")
         .arg("-C")
         .arg(vllm_src)
@@ -25,7 +25,11 @@ pub async fn benchmarks_tar(vllm_src: &Path, commit: &str) -> anyhow::Result<Vec
 }
 
 /// One file of `vllm_src` at `commit` (`git show commit:path`).
-pub async fn file_at_commit(vllm_src: &Path, commit: &str, path: &str) -> anyhow::Result<Vec<u8>> {
+pub(crate) async fn file_at_commit(
+    vllm_src: &Path,
+    commit: &str,
+    path: &str,
+) -> anyhow::Result<Vec<u8>> {
     let out = tokio::process::Command::new("git")
         .arg("-C")
         .arg(vllm_src)
@@ -45,7 +49,7 @@ pub async fn file_at_commit(vllm_src: &Path, commit: &str, path: &str) -> anyhow
 }
 
 /// A tar holding one file.
-pub fn single_file_tar(name: &str, data: &[u8]) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn single_file_tar(name: &str, data: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut b = tar::Builder::new(Vec::new());
     let mut h = tar::Header::new_gnu();
     h.set_size(data.len() as u64);

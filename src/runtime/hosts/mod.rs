@@ -125,7 +125,7 @@ pub struct MultiHost {
 }
 
 /// The host owning global slot `slot`, and the slot's local GPU index there.
-pub fn locate(offsets: &[u32], sizes: &[u32], slot: u32) -> Option<(usize, u32)> {
+pub(crate) fn locate(offsets: &[u32], sizes: &[u32], slot: u32) -> Option<(usize, u32)> {
     offsets
         .iter()
         .zip(sizes)
@@ -558,7 +558,7 @@ impl Runtime for Hosts {
 /// For `nightshift run --hosts FILE`: the hosts file read and checked (exit 2 when it is
 /// wrong), every host asked once (one that does not answer starts marked down). Returns
 /// the runtime and its GPUs (all hosts', unless `--gpus`).
-pub fn for_cli(
+pub(crate) fn for_cli(
     plan: &crate::plan::Plan,
     file: &std::path::Path,
     opts: &crate::runtime::docker::DockerOptions,

@@ -20,7 +20,7 @@ pub enum Era {
 }
 
 impl Era {
-    pub fn from_version(version: Option<&str>, commit: &str) -> Era {
+    pub(crate) fn from_version(version: Option<&str>, commit: &str) -> Era {
         let parse = |v: &str| -> Option<(u32, u32, u32)> {
             let mut it = v
                 .split(|c: char| !c.is_ascii_digit())
@@ -46,7 +46,7 @@ impl Era {
         }
     }
 
-    pub fn version_string(self, known: Option<&str>) -> String {
+    pub(crate) fn version_string(self, known: Option<&str>) -> String {
         if let Some(v) = known {
             return v.to_string();
         }
@@ -221,12 +221,12 @@ pub fn ready(era: Era) -> Vec<String> {
     v
 }
 
-pub fn server_stats(era: Era, rng: &mut ChaCha8Rng) -> String {
+pub(crate) fn server_stats(era: Era, rng: &mut ChaCha8Rng) -> String {
     let ts = stamp(rng);
     line(era, "INFO", &ts, "metrics.py:351", &format!("Avg prompt throughput: {:.1} tokens/s, Avg generation throughput: {:.1} tokens/s, Running: {} reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: {:.1}%, CPU KV cache usage: 0.0%.", rng.random_range(100.0..5000.0), rng.random_range(100.0..3000.0), rng.random_range(1..128), rng.random_range(1.0..90.0)), "APIServer pid=1")
 }
 
-pub fn import_failure(cat: Category, rng: &mut ChaCha8Rng) -> Vec<String> {
+pub(crate) fn import_failure(cat: Category, rng: &mut ChaCha8Rng) -> Vec<String> {
     let _ = rng;
     let tb = "Traceback (most recent call last):".to_string();
     match cat {
@@ -270,7 +270,7 @@ pub fn oom(rng: &mut ChaCha8Rng) -> Vec<String> {
 /// line. What varies from run to run of one such failure (a pid, a shard number, a cache
 /// file's hash and path, a peer's address and port) varies here too, so grouping by
 /// failure kind is exercised as a real night would.
-pub fn other_crash(rng: &mut ChaCha8Rng) -> Vec<String> {
+pub(crate) fn other_crash(rng: &mut ChaCha8Rng) -> Vec<String> {
     let pid = rng.random_range(100..4000u32);
     let shard = rng.random_range(0..64u32);
     let hash: u64 = rng.random();
@@ -289,7 +289,7 @@ pub fn other_crash(rng: &mut ChaCha8Rng) -> Vec<String> {
     ]
 }
 
-pub fn broken_pipe() -> Vec<String> {
+pub(crate) fn broken_pipe() -> Vec<String> {
     vec![
         "Traceback (most recent call last):".into(),
         "  File \"/usr/lib/python3.10/asyncio/streams.py\", line 359, in drain".into(),
@@ -303,7 +303,7 @@ fn row(label: &str, value: String) -> String {
 
 /// The result block of a run whose variant has `effect` (1.0 = baseline speed) and whose
 /// noise is `d` ([`crate::stats::noise`]).
-pub fn result_block(
+pub(crate) fn result_block(
     kind: BenchKind,
     era: Era,
     effect: f64,
@@ -424,7 +424,7 @@ pub fn result_block(
 
 /// One request-log line as vLLM prints it with request logging on (about 1 KB: the prompt
 /// and its token ids), for sims of a chatty server.
-pub fn request_log(n: u64, model: &str) -> String {
+pub(crate) fn request_log(n: u64, model: &str) -> String {
     let ids: Vec<String> = (0..120)
         .map(|i| ((n * 31 + i * 7) % 32000).to_string())
         .collect();

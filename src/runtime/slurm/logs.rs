@@ -170,7 +170,7 @@ impl JobFiles {
     }
 
     /// Deliver new lines to `sink`; returns the new status markers (in order).
-    pub async fn pump(&mut self, sink: &RunSink, end: bool) -> Vec<Marker> {
+    pub(crate) async fn pump(&mut self, sink: &RunSink, end: bool) -> Vec<Marker> {
         for f in &mut self.files {
             for l in f.read(end) {
                 sink.log(f.stream, f.pipe, self.secrets.redact(&l)).await;
@@ -180,7 +180,7 @@ impl JobFiles {
     }
 
     /// Text of the launcher's stderr so far (why a job ended before its script ran).
-    pub fn launcher_err(dir: &Path) -> String {
+    pub(crate) fn launcher_err(dir: &Path) -> String {
         std::fs::read_to_string(dir.join("slurm.err")).unwrap_or_default()
     }
 }

@@ -344,7 +344,7 @@ impl Runtime for SlurmRuntime {
 
 /// For `nightshift run --runtime slurm`: Slurm answers, the launcher and shared directory
 /// make sense; the GPUs to keep busy (the partition's, unless `--gpus`). Err: exit status.
-pub fn for_cli(
+pub(crate) fn for_cli(
     plan: &crate::plan::Plan,
     args: &SlurmArgs,
     gpus: Option<u32>,

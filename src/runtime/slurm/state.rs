@@ -25,16 +25,16 @@ pub struct JobInfo {
 }
 
 impl JobInfo {
-    pub fn is_pending(&self) -> bool {
+    pub(crate) fn is_pending(&self) -> bool {
         matches!(self.state.as_str(), "PENDING" | "CONFIGURING" | "REQUEUED")
     }
-    pub fn is_running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         matches!(
             self.state.as_str(),
             "RUNNING" | "COMPLETING" | "SUSPENDED" | "STOPPED" | "RESIZING" | "SIGNALING"
         )
     }
-    pub fn is_over(&self) -> bool {
+    pub(crate) fn is_over(&self) -> bool {
         !self.is_pending() && !self.is_running()
     }
 }
@@ -50,7 +50,7 @@ pub struct Client {
 /// `%i|%j|%T|%N|%b|%r|%Z` rows of `squeue -h` (the directory last: it may hold `|`).
 pub const SQUEUE_FORMAT: &str = "%i|%j|%T|%N|%b|%r|%Z";
 
-pub fn parse_squeue(text: &str) -> Vec<JobInfo> {
+pub(crate) fn parse_squeue(text: &str) -> Vec<JobInfo> {
     text.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.trim().splitn(7, '|').collect();
@@ -69,7 +69,7 @@ pub fn parse_squeue(text: &str) -> Vec<JobInfo> {
 }
 
 /// `scontrol show job ID` (one `Key=Value` soup per job).
-pub fn parse_scontrol(text: &str) -> Option<JobInfo> {
+pub(crate) fn parse_scontrol(text: &str) -> Option<JobInfo> {
     let mut j = JobInfo::default();
     for tok in text.split_whitespace() {
         let Some((k, v)) = tok.split_once('=') else {
@@ -91,7 +91,7 @@ pub fn parse_scontrol(text: &str) -> Option<JobInfo> {
 }
 
 /// `sacct -n -P -X -o JobID,JobName,State,NodeList,ExitCode` (first row).
-pub fn parse_sacct(text: &str) -> Option<JobInfo> {
+pub(crate) fn parse_sacct(text: &str) -> Option<JobInfo> {
     let l = text.lines().find(|l| !l.trim().is_empty())?;
     let f: Vec<&str> = l.trim().split('|').collect();
     (f.len() >= 5).then(|| JobInfo {
@@ -106,7 +106,7 @@ pub fn parse_sacct(text: &str) -> Option<JobInfo> {
 }
 
 /// slurmrestd's `GET /slurm/v0.0.38/job/{id}` answer.
-pub fn parse_restd(v: &serde_json::Value) -> Option<JobInfo> {
+pub(crate) fn parse_restd(v: &serde_json::Value) -> Option<JobInfo> {
     let j = v.get("jobs")?.as_array()?.first()?;
     let s = |k: &str| j.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
     Some(JobInfo {
@@ -228,7 +228,7 @@ impl Client {
     }
 
     /// Queued or running jobs whose name starts with `prefix` (this sweep's).
-    pub async fn jobs_named(&self, prefix: &str) -> Result<Vec<JobInfo>, String> {
+    pub(crate) async fn jobs_named(&self, prefix: &str) -> Result<Vec<JobInfo>, String> {
         let text = self
             .run("squeue", &["-h".into(), "-o".into(), SQUEUE_FORMAT.into()])
             .await?;
@@ -239,7 +239,7 @@ impl Client {
     }
 
     /// GPUs the partition's nodes declare (`gpu:8`, `gpu:h100:8(S:0-1)`), summed.
-    pub async fn partition_gpus(&self, partition: Option<&str>) -> Result<u32, String> {
+    pub(crate) async fn partition_gpus(&self, partition: Option<&str>) -> Result<u32, String> {
         let mut args: Vec<String> = vec!["-h".into(), "-N".into(), "-o".into(), "%N|%G".into()];
         if let Some(p) = partition {
             args.extend(["-p".into(), p.into()]);
@@ -269,7 +269,7 @@ fn user_name() -> Option<String> {
     }
 }
 
-pub fn sum_gpus(sinfo: &str) -> u32 {
+pub(crate) fn sum_gpus(sinfo: &str) -> u32 {
     let mut seen = std::collections::BTreeSet::new();
     let mut total = 0;
     for l in sinfo.lines() {

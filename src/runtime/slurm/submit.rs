@@ -28,7 +28,7 @@ const BENCH: &str = "@NS_BENCH@";
 
 /// The job name: the sweep and the run key, so a restarted nightshift finds its jobs.
 /// (Commas would split `squeue --name`'s list; whitespace is awkward in every tool.)
-pub fn job_name(sweep: &str, key: &str) -> String {
+pub(crate) fn job_name(sweep: &str, key: &str) -> String {
     format!("ns:{sweep}:{key}")
         .chars()
         .map(|c| {
@@ -42,7 +42,7 @@ pub fn job_name(sweep: &str, key: &str) -> String {
 }
 
 /// The job directory's name part for a run key (keys hold `/` and `:`).
-pub fn key_dir(key: &str) -> String {
+pub(crate) fn key_dir(key: &str) -> String {
     key.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
@@ -57,13 +57,13 @@ pub fn key_dir(key: &str) -> String {
 /// `--time` in minutes: the server's start budget and the benchmark's, plus room for the
 /// image to arrive and the container to stop. Slurm's own limit is the backstop; the
 /// in-container script enforces the two budgets itself so the stage that ran over is known.
-pub fn time_limit_min(job: &RunJob) -> u64 {
+pub(crate) fn time_limit_min(job: &RunJob) -> u64 {
     let secs = job.server_start_timeout.as_secs() + job.run_timeout.as_secs() + 15 * 60;
     secs.div_ceil(60).max(1)
 }
 
 /// The sbatch command line (without the script path).
-pub fn sbatch_args(
+pub(crate) fn sbatch_args(
     job: &RunJob,
     dir: &std::path::Path,
     partition: Option<&str>,
@@ -96,7 +96,12 @@ pub fn sbatch_args(
 }
 
 /// The batch script: where the job runs, then the launcher.
-pub fn batch_script(job: &RunJob, dir: &std::path::Path, l: Launcher, c: &Container) -> String {
+pub(crate) fn batch_script(
+    job: &RunJob,
+    dir: &std::path::Path,
+    l: Launcher,
+    c: &Container,
+) -> String {
     format!(
         r#"#!/bin/bash
 # nightshift: run {key} attempt {attempt} of sweep {sweep} ({launcher} launcher)
@@ -167,7 +172,7 @@ pub fn resolve(inv: &rewrite::Invocation) -> Resolved {
 }
 
 /// The in-container script (POSIX sh).
-pub fn inner_script(job: &RunJob, i: &Inner) -> String {
+pub(crate) fn inner_script(job: &RunJob, i: &Inner) -> String {
     let mut s = String::new();
     let serving = job.kind.needs_server() && i.resolved.server_argv.is_some();
     s.push_str(&format!(
@@ -321,7 +326,7 @@ fn copy_results(wanted: &[Wanted]) -> String {
 }
 
 /// The benchmark kind a job's command runs as.
-pub fn kind_of(job: &RunJob) -> BenchKind {
+pub(crate) fn kind_of(job: &RunJob) -> BenchKind {
     job.view.kind.unwrap_or(job.kind)
 }
 

@@ -36,11 +36,11 @@ impl Watch {
         self.ids.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn follow(&self, id: &str) {
+    pub(crate) fn follow(&self, id: &str) {
         *self.ids().entry(id.to_string()).or_default() += 1;
     }
 
-    pub fn unfollow(&self, id: &str) {
+    pub(crate) fn unfollow(&self, id: &str) {
         let mut ids = self.ids();
         if let Some(n) = ids.get_mut(id) {
             *n -= 1;

@@ -20,7 +20,7 @@ impl App {
     }
 
     /// `:` commands, k9s-style.
-    pub fn run_command_line(&mut self, line: &str) -> Vec<Effect> {
+    pub(crate) fn run_command_line(&mut self, line: &str) -> Vec<Effect> {
         let mut parts = line.split_whitespace();
         let cmd = parts.next().unwrap_or("");
         let rest: Vec<&str> = parts.collect();

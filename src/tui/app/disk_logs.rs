@@ -23,7 +23,7 @@ const SERVER: [(&str, Option<&str>); 3] = [
 
 impl App {
     /// Fill the selected run's logs from disk once (attached clients only).
-    pub fn load_logs_from_disk(&mut self) {
+    pub(crate) fn load_logs_from_disk(&mut self) {
         if !self.attached {
             return;
         }

@@ -4,7 +4,7 @@
 use super::*;
 
 impl App {
-    pub fn on_envelope(&mut self, env: &Envelope) {
+    pub(crate) fn on_envelope(&mut self, env: &Envelope) {
         let _ = self.state.apply(env);
         let plan = self.plan.clone();
         let key = |r: RunId| {
@@ -204,7 +204,7 @@ impl App {
         }
     }
 
-    pub fn on_gpu(&mut self, msg: GpuMsg) {
+    pub(crate) fn on_gpu(&mut self, msg: GpuMsg) {
         match msg {
             GpuMsg::Unavailable(why) => self.gpu_source = GpuSource::Unavailable(why),
             GpuMsg::Samples(samples) => {
@@ -231,7 +231,7 @@ impl App {
         }
     }
 
-    pub fn sim_gpu_tick(&mut self) {
+    pub(crate) fn sim_gpu_tick(&mut self) {
         self.gpu_source = GpuSource::Simulated;
         for s in crate::tui::gpu::synthesize(&self.state, self.gpus_total, self.now_ms) {
             self.push_gpu(s);

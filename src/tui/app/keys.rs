@@ -3,7 +3,7 @@
 use super::*;
 
 impl App {
-    pub fn on_key(&mut self, key: Key) -> Vec<Effect> {
+    pub(crate) fn on_key(&mut self, key: Key) -> Vec<Effect> {
         self.toast = None;
         if let Some(input) = self.input.as_mut() {
             use crossterm::event::KeyCode;
@@ -112,7 +112,7 @@ impl App {
         self.on_action(action)
     }
 
-    pub fn on_action(&mut self, action: Action) -> Vec<Effect> {
+    pub(crate) fn on_action(&mut self, action: Action) -> Vec<Effect> {
         if let Some(Popup::Help { scroll }) = &mut self.popup {
             // Clamped to the last drawn size: lines scrolled past the end would have to be
             // scrolled back, unseen, before the screen moves again.
@@ -467,7 +467,7 @@ impl App {
 
     /// The run an action applies to: the results row in the results view, else the queue
     /// selection.
-    pub fn action_run(&self) -> Option<RunId> {
+    pub(crate) fn action_run(&self) -> Option<RunId> {
         if self.view == View::Results {
             self.results_run()
         } else {
@@ -483,7 +483,7 @@ impl App {
         }
     }
 
-    pub fn move_selection(&mut self, n: isize) {
+    pub(crate) fn move_selection(&mut self, n: isize) {
         match self.list_focus() {
             Focus::Queue => {
                 self.auto_select = false;
@@ -531,7 +531,7 @@ impl App {
     }
 
     /// Positive scrolls back in time.
-    pub fn scroll_logs(&mut self, n: isize) {
+    pub(crate) fn scroll_logs(&mut self, n: isize) {
         let len = self.shown_log().map_or(0, |l| l.len()) as isize;
         let s = (self.log_scroll as isize + n).clamp(0, len);
         self.log_scroll = s as usize;
@@ -551,13 +551,6 @@ impl App {
         self.search = Some(text);
         self.search_at = None;
         self.jump_match(false);
-    }
-
-    pub fn line_matches(&self, line: &str) -> bool {
-        match &self.search {
-            Some(q) => find_all(line, q).next().is_some(),
-            None => false,
-        }
     }
 
     /// Move to the next (older with `false`... newer with `true`) matching line and

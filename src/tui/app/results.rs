@@ -96,7 +96,7 @@ impl RowSelection {
     }
 
     /// Select row `i` of `rows` (clamped to the list); nothing when the list is empty.
-    pub fn select_row(&self, rows: &[RunId], i: usize) {
+    pub(crate) fn select_row(&self, rows: &[RunId], i: usize) {
         if let Some(last) = rows.len().checked_sub(1) {
             let i = i.min(last);
             self.run.set(Some(rows[i]));
@@ -121,20 +121,20 @@ impl RowSelection {
 
 impl App {
     /// The results rows and the selected one's index in them.
-    pub fn results_selection(&self) -> (Vec<RunId>, Option<usize>) {
+    pub(crate) fn results_selection(&self) -> (Vec<RunId>, Option<usize>) {
         let rows = self.result_rows();
         let i = self.results.selected.resolve(&rows);
         (rows, i)
     }
 
     /// The run highlighted in the results view.
-    pub fn results_run(&self) -> Option<RunId> {
+    pub(crate) fn results_run(&self) -> Option<RunId> {
         let (rows, i) = self.results_selection();
         rows.get(i?).copied()
     }
 
     /// Rows of the results view after filtering and sorting.
-    pub fn result_rows(&self) -> Vec<RunId> {
+    pub(crate) fn result_rows(&self) -> Vec<RunId> {
         let f = &self.results;
         let text = f.text.as_ref().map(|t| t.to_lowercase());
         let model = f.model.as_ref().map(|t| t.to_lowercase());
@@ -210,7 +210,7 @@ impl App {
 
     /// Held or queued runs that `SkipCategory` for `cat` would skip, counted as the engine
     /// picks them (a queued run by its predicted or earlier finding).
-    pub fn skippable(&self, cat: Category) -> usize {
+    pub(crate) fn skippable(&self, cat: Category) -> usize {
         self.state
             .runs
             .iter()
@@ -224,7 +224,7 @@ impl App {
 }
 
 /// Runs waiting for a decision or finished badly: what `]` and `[` jump between.
-pub fn needs_a_look(s: &RunState) -> bool {
+pub(crate) fn needs_a_look(s: &RunState) -> bool {
     matches!(
         s,
         RunState::Held { .. }

@@ -277,7 +277,7 @@ fn since(app: &App, run: RunId, state: &RunState) -> String {
 
 /// "aimv2_conflict — press f to apply fix aimv2-exist-ok, r to retry, s to skip"; empty
 /// when the run waits on no finding ([`App::current_finding`]).
-pub fn banner_text(app: &App, run: RunId) -> String {
+pub(crate) fn banner_text(app: &App, run: RunId) -> String {
     let Some(fd) = app.current_finding(run) else {
         return String::new();
     };

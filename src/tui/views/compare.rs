@@ -15,7 +15,7 @@ use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Paragraph, Sparkline};
 use ratatui::Frame;
 
 /// The report for one commit of the plan, from the live state.
-pub fn commit_report(app: &App, commit: usize) -> Report {
+pub(crate) fn commit_report(app: &App, commit: usize) -> Report {
     let docs: Vec<RunDoc> = app
         .plan
         .runs

@@ -27,7 +27,7 @@ pub fn glyph(s: &RunState) -> &'static str {
     }
 }
 
-pub fn state_style(t: &Theme, s: &RunState) -> Style {
+pub(crate) fn state_style(t: &Theme, s: &RunState) -> Style {
     let c = match s {
         RunState::Queued => t.queued,
         RunState::Active { .. } => t.active,

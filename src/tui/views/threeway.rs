@@ -16,7 +16,7 @@ use ratatui::Frame;
 /// A comparison's cell in `w` columns: verdict, delta and what the verdict rests on when it
 /// is weak; where that does not fit, the verdict as an arrow — the number and the caveat
 /// are never the part cut.
-pub fn verdict_cell(c: &Comparison, w: usize) -> (String, Option<Verdict>) {
+pub(crate) fn verdict_cell(c: &Comparison, w: usize) -> (String, Option<Verdict>) {
     let (full, v) = verdict_text(c, false);
     if full.chars().count() <= w {
         return (full, v);
@@ -92,7 +92,7 @@ fn row_has(row: &CommitRow, want: &str) -> bool {
 /// A comparison's label in `w` columns, both sides kept: `claude_code/base` and
 /// `claude_code/human` must not both read `claude_code…` at 80 columns, so the longer side
 /// gives way first.
-pub fn pair_label(label: &str, w: usize) -> String {
+pub(crate) fn pair_label(label: &str, w: usize) -> String {
     let l = label.replace("baseline", "base").replace("agent:", "");
     let Some((a, b)) = l.split_once(" vs ") else {
         return fit(&l, w);
