@@ -16,7 +16,6 @@ mod diagnose;
 mod gpus;
 pub mod groups;
 pub(crate) mod input;
-mod link;
 pub mod parse;
 pub use args::*;
 
