@@ -496,8 +496,9 @@ fn holding_engine_of(
 }
 
 /// The engine alone: `other = "operator"` holds, but with nobody attached only for the
-/// held limit; then the run fails and the night ends.
-#[tokio::test]
+/// held limit; then the run fails and the night ends. On the engine's clock (tokio's,
+/// paused): the client's 0.7 s and the limit's 0.3 s pass in no wall time.
+#[tokio::test(start_paused = true)]
 async fn an_explicit_hold_lasts_only_while_someone_is_attached() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
@@ -517,15 +518,15 @@ async fn an_explicit_hold_lasts_only_while_someone_is_attached() {
             // Held while someone is attached; then they leave.
             if h2.fetch_add(1, Ordering::SeqCst) == 2 {
                 let c = c2.clone();
-                std::thread::spawn(move || {
-                    std::thread::sleep(Duration::from_millis(700));
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(700)).await;
                     c.store(0, Ordering::SeqCst);
                 });
             }
         }
         Ok(())
     }));
-    let t0 = Instant::now();
+    let t0 = tokio::time::Instant::now();
     let (summary, st) = tokio::time::timeout(
         Duration::from_secs(30),
         engine.run(tokio_util::sync::CancellationToken::new()),
@@ -555,14 +556,15 @@ async fn an_explicit_hold_lasts_only_while_someone_is_attached() {
 }
 
 /// With an operator attached the held runs wait, but not past the window: at `--until`
-/// the night ends by itself, the held runs stay held for the morning.
-#[tokio::test]
+/// the night ends by itself, the held runs stay held for the morning. On the engine's
+/// clock (tokio's, paused).
+#[tokio::test(start_paused = true)]
 async fn the_window_ends_an_attended_night_with_its_held_runs_kept() {
     use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
     let tmp = tempfile::tempdir().unwrap();
     let window = nightshift::window::Window {
-        closes: Instant::now() + Duration::from_millis(1500),
+        closes: (tokio::time::Instant::now() + Duration::from_millis(1500)).into_std(),
         scale: 1.0,
         start_late: true,
         typical: Duration::from_millis(10),
@@ -572,7 +574,7 @@ async fn the_window_ends_an_attended_night_with_its_held_runs_kept() {
         .with_window(Some(window));
     // Someone stays attached all night: holds would wait for them forever.
     engine.count_clients(Arc::new(AtomicUsize::new(1)));
-    let t0 = Instant::now();
+    let t0 = tokio::time::Instant::now();
     let (summary, st) = tokio::time::timeout(
         Duration::from_secs(20),
         engine.run(tokio_util::sync::CancellationToken::new()),
