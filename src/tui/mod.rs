@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod config;
+mod drive;
 pub mod export;
 pub mod gpu;
 pub mod keymap;

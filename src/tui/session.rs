@@ -6,16 +6,15 @@
 //! so drawing never blocks the reader), GPU samples and a render tick; it redraws at most
 //! every `refresh` while things change, and once a second when idle (for clocks).
 
-use super::app::{App, Effect};
-use super::{export, gpu, on_terminal_event, open_pager, terminal, views, TuiExit, TuiOptions};
+use super::app::App;
+use super::{drive, gpu, terminal, views, TuiExit, TuiOptions};
 use crate::event::{Command, Envelope};
 use crate::plan::Plan;
 use crate::state::SweepState;
-use futures_util::StreamExt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio_util::sync::CancellationToken;
 
@@ -102,7 +101,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
     app.activity = opts.initial_activity.iter().cloned().collect();
     app.window_closes_ms = opts.window_closes_ms;
     app.run_prior_ms = opts.run_prior_ms;
-    let (gtx, mut grx) = tokio::sync::mpsc::unbounded_channel();
+    let (gtx, grx) = tokio::sync::mpsc::unbounded_channel();
     if !opts.simulate_gpus {
         gpu::spawn_nvml(opts.gpu_period, gtx);
     } else {
@@ -116,124 +115,42 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
         .join("nightshift-stderr.log");
     let mut guard = terminal::Guard::enter(Some(stderr_log))?;
     let mut input = crossterm::event::EventStream::new();
-    let mut tick = tokio::time::interval(opts.refresh);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut gpu_tick = tokio::time::interval(opts.gpu_period);
-    gpu_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     #[cfg(unix)]
     // An external SIGINT too (`kill -INT`, a supervisor): its default action would end the
     // process with the terminal still raw. (Ctrl-C at the keyboard is a key in raw mode.)
-    let (mut sigterm, mut sighup, mut sigint) = {
+    let signal: Pin<Box<dyn Future<Output = ()> + Send>> = {
         use tokio::signal::unix::{signal, SignalKind};
-        (
+        let (mut term, mut hup, mut int) = (
             signal(SignalKind::terminate())?,
             signal(SignalKind::hangup())?,
             signal(SignalKind::interrupt())?,
-        )
-    };
-    let mut dirty = true;
-    let mut draw_now = true;
-    let mut last_draw = Instant::now();
-    let mut sweep_done = false;
-    let mut sweep_err = None;
-    let mut stop_sweep = false;
-
-    loop {
-        if draw_now
-            || (dirty && last_draw.elapsed() >= opts.refresh)
-            || last_draw.elapsed() >= Duration::from_secs(1)
-        {
-            app.now_ms = crate::event::now_ms();
-            app.load_logs_from_disk();
-            guard.term.draw(|f| views::draw(f, &app))?;
-            last_draw = Instant::now();
-            dirty = false;
-            draw_now = false;
-        }
-        #[cfg(unix)]
-        let signal = async {
+        );
+        Box::pin(async move {
             tokio::select! {
-                _ = sigterm.recv() => {},
-                _ = sighup.recv() => {},
-                _ = sigint.recv() => {},
+                _ = term.recv() => {},
+                _ = hup.recv() => {},
+                _ = int.recv() => {},
             }
-        };
-        #[cfg(not(unix))]
-        let signal = std::future::pending::<()>();
-        tokio::select! {
-            Some(m) = rx.recv() => {
-                let held_before = app.state.counts().held;
-                take(&mut app, m);
-                // Take what is already there in one go; a flood must not starve keys.
-                for _ in 0..20_000 {
-                    match rx.try_recv() {
-                        Ok(m) => take(&mut app, m),
-                        Err(_) => break,
-                    }
-                }
-                super::announce_held(&app, held_before, opts.bell);
-                dirty = true;
-            }
-            ev = input.next() => match ev {
-                Some(Ok(ev)) => {
-                    let effects = on_terminal_event(&mut app, ev);
-                    draw_now = true;
-                    let mut quit = false;
-                    for e in effects {
-                        match e {
-                            Effect::Quit | Effect::Detach => quit = true,
-                            Effect::StopSweep => {
-                                stop_sweep = true;
-                                quit = true;
-                            }
-                            Effect::Send(cmd) => {
-                                app.toast = Some(format!("→ {}", cmd.describe()));
-                                let _ = cmds.send(sign(&app, cmd));
-                            }
-                            Effect::Pager(run) => open_pager(&mut guard, &mut app, run),
-                            Effect::Shell(run) => super::open_shell(&mut guard, &mut app, run),
-                            Effect::Copy(text) => super::copy_osc52(&text),
-                            Effect::Export(path) => {
-                                app.toast = Some(match export::write(&app, path.as_deref()) {
-                                    Ok((c, j)) => format!("exported {} and {}", c.display(), j.display()),
-                                    Err(e) => format!("export failed: {e}"),
-                                });
-                            }
-                        }
-                    }
-                    if quit {
-                        break;
-                    }
-                }
-                Some(Err(_)) | None => break,
-            },
-            Some(m) = grx.recv() => {
-                app.on_gpu(m);
-                dirty = true;
-            }
-            _ = gpu_tick.tick(), if opts.simulate_gpus => {
-                app.now_ms = crate::event::now_ms();
-                app.sim_gpu_tick();
-                dirty = true;
-            }
-            _ = tick.tick() => {}
-            r = &mut ended, if !sweep_done => {
-                sweep_done = true;
-                app.finished = true;
-                // What was sent before the end is still worth showing.
-                while let Ok(m) = rx.try_recv() {
-                    take(&mut app, m);
-                }
-                match r {
-                    Ok(()) if app.attached => app.toast = Some("the sweep's daemon has ended — browse the results (3), q quits".into()),
-                    Ok(()) => app.toast = Some("sweep finished — browse the results (3), q quits".into()),
-                    Err(e) => { app.toast = Some(format!("sweep stopped: {e}")); sweep_err = Some(e); }
-                }
-                dirty = true;
-            }
-            _ = signal => break,
-        }
-    }
+        })
+    };
+    #[cfg(not(unix))]
+    let signal: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(std::future::pending());
+    let drove = drive::drive(
+        &mut app,
+        &mut guard,
+        drive::Wires {
+            input: &mut input,
+            events: &mut rx,
+            commands: &cmds,
+            ended: &mut ended,
+            gpus: grx,
+            signal,
+        },
+        &opts,
+    )
+    .await?;
+    let (sweep_done, sweep_err) = (drove.sweep_done, drove.sweep_err);
+    let stop_sweep = drove.stop_sweep;
 
     // In this process, quitting stops the sweep (runs in flight are re-queued); attached,
     // it stops it only when asked, and otherwise leaves the daemon running.
@@ -266,7 +183,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
 
 /// `cmd` signed by this client, with the state of its run as this screen showed it: the
 /// engine refuses it if the run has moved since (another client, the policy), and names who.
-fn sign(app: &App, cmd: Command) -> Command {
+pub(super) fn sign(app: &App, cmd: Command) -> Command {
     let Some(by) = app.me.clone() else {
         return cmd;
     };
