@@ -16,6 +16,7 @@ mod diagnose;
 mod gpus;
 pub mod groups;
 pub(crate) mod input;
+mod link;
 pub mod parse;
 pub use args::*;
 
