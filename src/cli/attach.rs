@@ -4,7 +4,7 @@
 
 use super::link::{self, NoWelcome};
 use crate::daemon::client::{not_running, why_ended, Started};
-use crate::tui::session::{Link, Owner};
+use crate::tui::link::{Link, Owner};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -110,6 +110,7 @@ async fn attach_async(store: &Path, started: Option<Started>) -> i32 {
         in_tx,
         cmd_rx,
         link::PATIENCE,
+        started.clone(),
     ));
     let link = Link {
         events: in_rx,

@@ -6,7 +6,7 @@ use crate::observer::ChannelObserver;
 use crate::plan::Plan;
 use crate::runtime::sim::{SimRuntime, Speed};
 use crate::runtime::Runtime;
-use crate::tui::{session, TuiExit, TuiOptions};
+use crate::tui::{link, session, TuiExit, TuiOptions};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -160,18 +160,18 @@ pub(crate) async fn run_tui(
     }
     let shutdown = CancellationToken::new();
     let engine_task = tokio::spawn(engine.run(shutdown.clone()));
-    let ended: session::Ended = Box::pin(async move {
+    let ended: link::Ended = Box::pin(async move {
         match engine_task.await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(format!("{e:#}")),
             Err(e) => Err(format!("the engine task failed: {e}")),
         }
     });
-    let link = session::Link {
-        events: session::envelopes(rx),
+    let link = link::Link {
+        events: link::envelopes(rx),
         commands: cmds,
         ended,
-        owner: session::Owner::InProcess(shutdown),
+        owner: link::Owner::InProcess(shutdown),
         gpus: 8,
         runtime: None,
     };

@@ -5,10 +5,11 @@
 //! daemon's state as a resync. A daemon that finished or stopped on a failure says so and
 //! is not waited for.
 
+use crate::daemon::client::Started;
 use crate::daemon::protocol::{self, ClientMsg, DaemonMsg, Meta, Want};
 use crate::event::Event;
 use crate::state::SweepState;
-use crate::tui::session::Incoming;
+use crate::tui::link::Incoming;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -109,13 +110,16 @@ enum Ended {
 }
 
 /// Carry messages both ways until the sweep ends or the session goes; a dropped daemon is
-/// waited for up to `patience`. Returns (the sweep finished, why it stopped).
+/// waited for up to `patience` — unless it is `own`, the daemon this client started, and
+/// it has exited: that is a crash to say now, not a restart to wait for. Returns (the
+/// sweep finished, why it stopped).
 pub(crate) async fn pump(
     store: PathBuf,
     mut conn: Conn,
     tx: UnboundedSender<Incoming>,
     mut commands: UnboundedReceiver<crate::event::Command>,
     patience: Duration,
+    own: Option<Started>,
 ) -> (bool, Option<String>) {
     let mut told_unknown = false;
     loop {
@@ -126,6 +130,11 @@ pub(crate) async fn pump(
             } => return (finished, stopped_for),
             Ended::ClientGone => return (false, None),
             Ended::Dropped => {}
+        }
+        if let Some(own) = &own {
+            if exits_soon(own).await {
+                return (false, None);
+            }
         }
         let note = format!(
             "the daemon went away without a word: waiting up to {} s for it to come back",
@@ -154,6 +163,18 @@ pub(crate) async fn pump(
             None => return (false, None),
         }
     }
+}
+
+/// Whether the daemon this client started exits within a second of its socket closing
+/// (it closes the socket just before it exits; its reaper thread then sees the status).
+async fn exits_soon(own: &Started) -> bool {
+    for _ in 0..20 {
+        if own.has_exited() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
 }
 
 /// Try again with backoff (¼ s doubling to 4 s) until `patience` is spent.

@@ -269,6 +269,7 @@ pub fn stop(store: &Path, now: bool) -> i32 {
 
 /// The daemon this client started, reaped by a thread of its own (never left a zombie); its
 /// exit status tells a crash from an end.
+#[derive(Clone)]
 pub struct Started(Arc<std::sync::Mutex<Option<std::process::ExitStatus>>>);
 
 impl Started {
@@ -284,6 +285,11 @@ impl Started {
             })
             .ok();
         Started(slot)
+    }
+
+    /// Whether it has exited by now.
+    pub(crate) fn has_exited(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_some()
     }
 
     /// How it ended, once it has (waits a little: the socket closes just before the exit).

@@ -8,7 +8,7 @@
 
 use super::app::{App, Effect};
 use super::gpu::GpuMsg;
-use super::session::{sign, take, Ended, Incoming};
+use super::link::{sign, take, Ended, Incoming};
 use super::{export, on_terminal_event, terminal, views, TuiOptions};
 use crate::event::Command;
 use crate::model::RunId;

@@ -11,6 +11,7 @@ mod drive;
 pub mod export;
 pub mod gpu;
 pub mod keymap;
+pub mod link;
 pub mod session;
 pub mod terminal;
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! its end, `]`/`[` jump to what needs a look, an empty list says so.
 
 use super::app::{App, Confirm, Effect, Popup, View};
-use super::session::{take, Incoming};
+use super::link::{take, Incoming};
 use super::tests::{key, render, scene, Feed};
 use crate::category::Category;
 use crate::event::Command;

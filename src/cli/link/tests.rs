@@ -104,6 +104,7 @@ async fn a_daemon_that_dies_without_a_word_is_waited_for_and_reconnected_to() {
         tx,
         cmd_rx,
         Duration::from_secs(10),
+        None,
     ));
     // Once reconnected, a command reaches the new daemon.
     let mut seen = Vec::new();
@@ -147,7 +148,7 @@ async fn a_daemon_that_does_not_come_back_is_given_up_on_after_the_patience() {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (_cmd_tx, cmd_rx) = tokio::sync::mpsc::unbounded_channel();
     let t0 = tokio::time::Instant::now();
-    let said = pump(store, conn, tx, cmd_rx, PATIENCE).await;
+    let said = pump(store, conn, tx, cmd_rx, PATIENCE, None).await;
     assert_eq!(said, (false, None));
     let waited = t0.elapsed();
     assert!(
@@ -178,7 +179,7 @@ async fn a_daemon_that_says_the_sweep_ended_is_not_waited_for() {
     let (_cmd_tx, cmd_rx) = tokio::sync::mpsc::unbounded_channel();
     let said = tokio::time::timeout(
         Duration::from_secs(5),
-        pump(store, conn, tx, cmd_rx, PATIENCE),
+        pump(store, conn, tx, cmd_rx, PATIENCE, None),
     )
     .await
     .expect("not waited for");
