@@ -25,18 +25,29 @@ has_image() { # NAME KEY: the image exists and was made from KEY
   [ "$(docker image inspect -f '{{index .Config.Labels "nightshift.real.key"}}' "$1" 2>/dev/null)" = "$2" ]
 }
 # Runs SCRIPT in a container of FROM with the wheels and this folder mounted read-only,
-# then commits it as NAME with KEY. A failed step leaves no image behind.
+# then commits it as NAME with KEY. A failed step leaves no image behind. A step that fails
+# is tried once more (a CI build once died with no cause shown: a passing fault is not
+# worth a failed night), and each failure says what the container knew: its exit code, whether the
+# kernel killed it for memory, the log's tail, the disk's room.
 layer() { # FROM NAME KEY SCRIPT
-  local from=$1 name=$2 k=$3 script=$4 c="nightshift-real-build-$$" old
+  local from=$1 name=$2 k=$3 script=$4 c="nightshift-real-build-$$" old try log
+  log="$cache/build-${name//[:\/]/_}.log"
   old=$(docker image inspect -f '{{.Id}}' "$name" 2>/dev/null || true)
-  docker rm -f "$c" >/dev/null 2>&1 || true
-  if ! docker run --name "$c" -v "$wheels:/wheels:ro" -v "$here:/build:ro" "$from" \
-       bash -euc "$script" >"$cache/build-${name//[:\/]/_}.log" 2>&1; then
+  for try in 1 2; do
     docker rm -f "$c" >/dev/null 2>&1 || true
-    echo "error: building $name failed; its log: $cache/build-${name//[:\/]/_}.log" >&2
-    tail -20 "$cache/build-${name//[:\/]/_}.log" >&2
-    exit 1
-  fi
+    if docker run --name "$c" -v "$wheels:/wheels:ro" -v "$here:/build:ro" "$from" \
+         bash -euc "$script" >"$log" 2>&1; then
+      break
+    fi
+    {
+      echo "error: building $name failed (try $try of 2); its log: $log"
+      echo "  container: $(docker inspect -f 'exit {{.State.ExitCode}}, killed for memory: {{.State.OOMKilled}}, error: {{.State.Error}}' "$c" 2>&1)"
+      echo "  room: $(df -h --output=avail,target "$cache" "$(docker info -f '{{.DockerRootDir}}' 2>/dev/null || echo /)" 2>/dev/null | tail -n +2 | tr -s ' ' | paste -sd ';')"
+      if [ -s "$log" ]; then tail -20 "$log" | sed 's/^/  | /'; else echo "  (the log is empty)"; fi
+    } | tee /dev/stderr
+    docker rm -f "$c" >/dev/null 2>&1 || true
+    [ "$try" = 2 ] && exit 1
+  done
   docker commit --change "LABEL nightshift.real.key=$k" \
     --change 'ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV HF_HUB_OFFLINE=1' --change 'WORKDIR /' --change 'CMD ["bash"]' \
@@ -45,9 +56,19 @@ layer() { # FROM NAME KEY SCRIPT
   # The image this one replaces (another key) is nobody's now: 7 GB back.
   [ -z "$old" ] || docker rmi "$old" >/dev/null 2>&1 || true
 }
+# A cold build wants about 20 GB (measured: 7.6 GB of images, 3.1 GB of wheels, and a
+# container's layer held twice while it is committed); short of that it is said first.
+room_check() {
+  local root avail
+  root=$(docker info -f '{{.DockerRootDir}}' 2>/dev/null || echo /)
+  avail=$(df -BG --output=avail "$root" 2>/dev/null | tail -1 | tr -dc 0-9)
+  [ -z "$avail" ] || [ "$avail" -ge 20 ] ||
+    echo "warning: ${avail} GB free under $root; building these images wants about 20 GB" >&2
+}
 timed() { # NAME KEY FN...: runs FN unless NAME is cached, and says which
   local name=$1 k=$2 t0; shift 2
   if has_image "$name" "$k"; then echo "image $name cached"; return; fi
+  room_check
   t0=$(date +%s); "$@"; echo "image $name built in $(( $(date +%s) - t0 )) s"
 }
 
