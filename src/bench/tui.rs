@@ -173,24 +173,24 @@ pub fn run(runs: usize) -> i32 {
     for (name, setup) in [
         (
             "sweep",
-            Box::new(|a: &mut App| a.view = View::Sweep) as Box<dyn Fn(&mut App)>,
+            Box::new(|a: &mut App| a.ui.view = View::Sweep) as Box<dyn Fn(&mut App)>,
         ),
         (
             "sweep+search",
             Box::new(|a: &mut App| {
-                a.view = View::Sweep;
-                a.search = Some("out of memory".into());
+                a.ui.view = View::Sweep;
+                a.ui.search = Some("out of memory".into());
             }),
         ),
-        ("logs", Box::new(|a: &mut App| a.view = View::Logs)),
+        ("logs", Box::new(|a: &mut App| a.ui.view = View::Logs)),
         (
             "results",
             Box::new(|a: &mut App| {
-                a.search = None;
-                a.view = View::Results;
+                a.ui.search = None;
+                a.ui.view = View::Results;
             }),
         ),
-        ("3-way", Box::new(|a: &mut App| a.view = View::ThreeWay)),
+        ("3-way", Box::new(|a: &mut App| a.ui.view = View::ThreeWay)),
     ] {
         setup(&mut app);
         let mut times = Vec::new();

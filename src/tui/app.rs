@@ -2,16 +2,19 @@
 //! per run, GPU history, and what the operator is looking at. Pure: keys go in, effects
 //! (commands for the engine, a pager, an export) come out; the loop in `mod.rs` does them.
 
+mod actions;
 mod command;
 mod complete;
 mod disk_logs;
 mod events;
 mod keys;
 mod results;
+mod ui;
 
 pub use complete::complete;
 pub(crate) use results::needs_a_look;
 pub use results::{ResultsState, RowSelection, StatusFilter, RESULT_COLUMNS};
+pub use ui::Ui;
 
 use super::gpu::{GpuMsg, GpuSource};
 use super::keymap::{Action, Key, KeyMap};
@@ -225,36 +228,9 @@ pub struct App {
     pub pull_layers: BTreeMap<RunId, BTreeMap<String, (u64, u64)>>,
     pub gpu_source: GpuSource,
     pub gpus: Vec<GpuView>,
-    pub view: View,
-    pub focus: Pane,
-    /// The queue's selection, by identity: the commit's index in the plan (the queue lists
-    /// the plan's commits in plan order, whatever happens to their runs) and the variant's
-    /// column. The results view keeps its own, by run ([`RowSelection`]).
-    pub sel_commit: usize,
-    pub sel_variant: usize,
-    /// Until the operator moves, the selection follows the newest active run.
-    pub auto_select: bool,
-    pub log_tab: LogTab,
-    pub follow: bool,
     /// When each run entered its present state, as this client saw it happen (the active
     /// panel's "held 12m" and "in stage 40s").
     pub entered_ms: std::collections::HashMap<RunId, u64>,
-    /// The 3-way view shows only commits with a comparison of this verdict (`better`,
-    /// `worse`, `same`, or `weak`: n=1 or uncalibrated).
-    pub verdict_filter: Option<String>,
-    /// How far the run detail popup is scrolled (reset when it opens).
-    pub detail_scroll: usize,
-    /// Long log lines wrapped onto the next rows instead of cut at the pane's edge.
-    pub wrap: bool,
-    /// Lines between the bottom of the log pane and the end of the ring.
-    pub log_scroll: usize,
-    pub search: Option<String>,
-    /// Index (into the shown ring) of the current match.
-    pub search_at: Option<usize>,
-    pub results: ResultsState,
-    pub popup: Option<Popup>,
-    pub input: Option<Input>,
-    pub toast: Option<String>,
     /// Operator actions (signed, with their outcome) and the policy's own decisions, oldest
     /// first (the last [`ACTIVITY_KEPT`]).
     pub activity: std::collections::VecDeque<crate::report::activity::Entry>,
@@ -267,10 +243,6 @@ pub struct App {
     /// The box's noise bands from `nightshift calibrate`, as the daemon's store holds them:
     /// the results view judges as `results` does.
     pub calibration: crate::stats::Calibration,
-    /// The bands the night's own repeats teach, learned over every run as `results` learns
-    /// them (the compare view builds one commit's report, which alone would learn from that
-    /// commit only). Forgotten when a run ends; learned again when next asked.
-    learned: std::cell::RefCell<Option<crate::stats::Calibration>>,
     /// When the night's window closes (epoch ms): shown in the header beside the ETA.
     pub window_closes_ms: Option<u64>,
     /// A run's typical wall-clock length where the runtime says it (the sim at its speed):
@@ -279,6 +251,23 @@ pub struct App {
     /// Runs whose logs were read from disk once (an attached client's view of the lines
     /// from before it attached).
     from_disk: std::collections::HashSet<RunId>,
+    pub keymap: KeyMap,
+    pub hits: Hits,
+    pub log_dir: Option<std::path::PathBuf>,
+    /// What this client shows and where the operator is in it.
+    pub ui: Ui,
+    /// What is kept between frames because making it again is too slow.
+    caches: Caches,
+}
+
+/// What the frames keep because making it again is too slow; each cleared when what it was
+/// made from changes.
+#[derive(Default)]
+struct Caches {
+    /// The bands the night's own repeats teach, learned over every run as `results` learns
+    /// them (the compare view builds one commit's report, which alone would learn from that
+    /// commit only). Forgotten when a run ends; learned again when next asked.
+    learned: std::cell::RefCell<Option<crate::stats::Calibration>>,
     /// The last ETA and what it was made from (the second and the runs ended): a replay of
     /// the schedule is milliseconds at 10,000 runs, too much for every frame.
     eta_cache: std::cell::RefCell<Option<EtaMemo>>,
@@ -287,9 +276,6 @@ pub struct App {
     /// The comparison report (the 3-way view), with the fingerprint of the states it was
     /// made from: building it is milliseconds at 1,000 runs, too much for every frame.
     report: std::cell::RefCell<Option<(ReportKey, Arc<crate::report::Report>)>>,
-    pub keymap: KeyMap,
-    pub hits: Hits,
-    pub log_dir: Option<std::path::PathBuf>,
 }
 
 impl App {
@@ -311,13 +297,13 @@ impl App {
         if !self.plan.runs.iter().any(|r| r.repeat > 0) {
             return Default::default();
         }
-        if let Some(c) = self.learned.borrow().as_ref() {
+        if let Some(c) = self.caches.learned.borrow().as_ref() {
             return c.clone();
         }
         let docs = self.docs();
         let refs: Vec<&crate::record::RunDoc> = docs.iter().collect();
         let c = crate::report::learn_bands(&refs);
-        *self.learned.borrow_mut() = Some(c.clone());
+        *self.caches.learned.borrow_mut() = Some(c.clone());
         c
     }
 
@@ -368,6 +354,8 @@ impl App {
         }
         App {
             runs_by_image,
+            ui: Ui::default(),
+            caches: Caches::default(),
             attached: false,
             state: SweepState::for_plan(&plan),
             logs: (0..plan.runs.len()).map(|_| None).collect(),
@@ -385,24 +373,7 @@ impl App {
             pull_layers: BTreeMap::new(),
             gpu_source: GpuSource::Waiting,
             gpus: Vec::new(),
-            view: View::Sweep,
-            focus: Pane::Queue,
-            sel_commit: 0,
-            sel_variant: 0,
-            auto_select: true,
-            log_tab: LogTab::Server,
-            follow: true,
             entered_ms: Default::default(),
-            verdict_filter: None,
-            detail_scroll: 0,
-            wrap: false,
-            log_scroll: 0,
-            search: None,
-            search_at: None,
-            results: ResultsState::default(),
-            popup: None,
-            input: None,
-            toast: None,
             activity: Default::default(),
             me: None,
             recipes: crate::diagnose::recipe::RecipeBook::builtin()
@@ -412,13 +383,9 @@ impl App {
                 .collect(),
             theme,
             calibration: Default::default(),
-            learned: Default::default(),
             from_disk: Default::default(),
             window_closes_ms: None,
             run_prior_ms: None,
-            eta_cache: Default::default(),
-            groups: Default::default(),
-            report: Default::default(),
             keymap,
             hits: Hits::default(),
             log_dir: None,
@@ -430,7 +397,7 @@ impl App {
     /// would otherwise normalise every failed run's line).
     pub(crate) fn failure_groups(&self) -> Arc<Vec<FailureGroup>> {
         let key = self.groups_key();
-        if let Some((k, g)) = self.groups.borrow().as_ref() {
+        if let Some((k, g)) = self.caches.groups.borrow().as_ref() {
             if *k == key {
                 return g.clone();
             }
@@ -441,7 +408,7 @@ impl App {
                 Member::of_record(&spec.key, model, self.state.run(spec.id))
             },
         )));
-        *self.groups.borrow_mut() = Some((key, g.clone()));
+        *self.caches.groups.borrow_mut() = Some((key, g.clone()));
         g
     }
 
@@ -452,7 +419,7 @@ impl App {
             self.state.counts(),
             self.state.runs.iter().map(|r| u64::from(r.attempt)).sum(),
         );
-        if let Some((k, r)) = self.report.borrow().as_ref() {
+        if let Some((k, r)) = self.caches.report.borrow().as_ref() {
             if *k == key {
                 return r.clone();
             }
@@ -460,7 +427,7 @@ impl App {
         let docs = self.docs();
         let refs: Vec<&crate::record::RunDoc> = docs.iter().collect();
         let r = Arc::new(crate::report::build(&refs, &self.report_options()));
-        *self.report.borrow_mut() = Some((key, r.clone()));
+        *self.caches.report.borrow_mut() = Some((key, r.clone()));
         r
     }
 
@@ -485,10 +452,10 @@ impl App {
         // A snapshot of a sweep that already ended: the screen says finished, not running.
         self.finished |= state.finished;
         self.state = state;
-        self.learned.take();
-        self.groups.take();
+        self.caches.learned.take();
+        self.caches.groups.take();
         let watched = self.selected_run();
-        if self.auto_select && !watched.is_some_and(|r| self.state.run(r).state.is_active()) {
+        if self.ui.auto_select && !watched.is_some_and(|r| self.state.run(r).state.is_active()) {
             if let Some(r) = self.newest_active() {
                 self.select_run(r);
             }
@@ -497,27 +464,32 @@ impl App {
 
     pub(crate) fn selected_run(&self) -> Option<RunId> {
         self.cells
-            .get(self.sel_commit)
-            .and_then(|row| row.get(self.sel_variant))
+            .get(self.ui.sel_commit)
+            .and_then(|row| row.get(self.ui.sel_variant))
             .copied()
             .flatten()
     }
 
     pub(crate) fn select_run(&mut self, run: RunId) {
         let spec = &self.plan.runs[run.0 as usize];
-        self.sel_commit = spec.commit;
+        self.ui.sel_commit = spec.commit;
         if let Some(c) = self.variants.iter().position(|v| *v == spec.variant) {
-            self.sel_variant = c;
+            self.ui.sel_variant = c;
         }
-        self.log_scroll = 0;
-        self.search_at = None;
+        self.ui.log_scroll = 0;
+        self.ui.search_at = None;
     }
 
     // ---- queries ------------------------------------------------------------------
 
     pub(crate) fn shown_log(&self) -> Option<&VecDeque<LogLine>> {
         let run = self.selected_run()?;
-        Some(self.logs.get(run.0 as usize)?.as_ref()?.tab(self.log_tab))
+        Some(
+            self.logs
+                .get(run.0 as usize)?
+                .as_ref()?
+                .tab(self.ui.log_tab),
+        )
     }
 
     /// How far the night is over the runs the plan can run. The runs it marks unrunnable
@@ -557,13 +529,13 @@ impl App {
     pub(crate) fn eta(&self) -> Option<crate::eta::Eta> {
         let ended = self.state.counts().done();
         let key = (self.now_ms / 1000, ended);
-        if let Some((k, e)) = *self.eta_cache.borrow() {
+        if let Some((k, e)) = *self.caches.eta_cache.borrow() {
             if k == key {
                 return e;
             }
         }
         let e = crate::eta::estimate(&self.eta_input(), self.gpus_total.max(1));
-        *self.eta_cache.borrow_mut() = Some((key, e));
+        *self.caches.eta_cache.borrow_mut() = Some((key, e));
         e
     }
 

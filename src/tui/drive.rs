@@ -26,11 +26,11 @@ pub(crate) trait Screen {
     fn terminal(&mut self) -> &mut ratatui::Terminal<Self::Backend>;
     /// `v`: the run's whole log in the operator's pager.
     fn pager(&mut self, app: &mut App, _run: RunId) {
-        app.toast = Some("no pager on this screen".into());
+        app.ui.toast = Some("no pager on this screen".into());
     }
     /// `e`: a shell in the run's container.
     fn shell(&mut self, app: &mut App, _run: RunId) {
-        app.toast = Some("no shell on this screen".into());
+        app.ui.toast = Some("no shell on this screen".into());
     }
 }
 
@@ -149,7 +149,7 @@ where
                 while let Ok(m) = rx.try_recv() {
                     take(app, m);
                 }
-                app.toast = Some(match &r {
+                app.ui.toast = Some(match &r {
                     Ok(()) if app.attached => "the sweep's daemon has ended — browse the results (3), q quits".into(),
                     Ok(()) => "sweep finished — browse the results (3), q quits".into(),
                     Err(e) => format!("sweep stopped: {e}"),
@@ -180,14 +180,14 @@ fn apply<S: Screen>(
                 quit = true;
             }
             Effect::Send(cmd) => {
-                app.toast = Some(format!("→ {}", cmd.describe()));
+                app.ui.toast = Some(format!("→ {}", cmd.describe()));
                 let _ = cmds.send(sign(app, cmd));
             }
             Effect::Pager(run) => screen.pager(app, run),
             Effect::Shell(run) => screen.shell(app, run),
             Effect::Copy(text) => super::copy_osc52(&text),
             Effect::Export(path) => {
-                app.toast = Some(match export::write(app, path.as_deref()) {
+                app.ui.toast = Some(match export::write(app, path.as_deref()) {
                     Ok((c, j)) => format!("exported {} and {}", c.display(), j.display()),
                     Err(e) => format!("export failed: {e}"),
                 });

@@ -62,7 +62,7 @@ pub(crate) fn take(app: &mut App, m: Incoming) {
     match m {
         Incoming::Event(env) => app.on_envelope(&env),
         Incoming::State(st) => app.on_state(st),
-        Incoming::Note(text) => app.toast = Some(text),
+        Incoming::Note(text) => app.ui.toast = Some(text),
     }
 }
 

@@ -143,54 +143,54 @@ fn inside(r: ratatui::layout::Rect, x: u16, y: u16) -> bool {
 pub(crate) fn on_mouse(app: &mut App, kind: MouseEventKind, x: u16, y: u16) {
     // The operator moves the cursor: the next key acts on what they clicked.
     app.hits.shown.set(None);
-    if app.popup.is_some() {
+    if app.ui.popup.is_some() {
         if matches!(kind, MouseEventKind::Down(_)) {
-            app.popup = None;
+            app.ui.popup = None;
         }
         return;
     }
     let logs = app.hits.logs.get();
     match kind {
         MouseEventKind::Down(MouseButton::Left) => {
-            if app.view == View::Results {
+            if app.ui.view == View::Results {
                 let r = app.hits.results_rows.get();
                 if inside(r, x, y) {
                     let row = app.hits.results_offset.get() + (y - r.y) as usize;
                     let rows = app.result_rows();
                     if row < rows.len() {
-                        app.results.selected.select_row(&rows, row);
+                        app.ui.results.selected.select_row(&rows, row);
                     }
                 }
                 return;
             }
             let q = app.hits.queue_rows.get();
-            if app.view == View::Sweep && inside(q, x, y) {
+            if app.ui.view == View::Sweep && inside(q, x, y) {
                 let row = app.hits.queue_offset.get() + (y - q.y) as usize;
                 if row < app.cells.len() {
-                    app.auto_select = false;
-                    app.focus = Pane::Queue;
-                    app.sel_commit = row;
+                    app.ui.auto_select = false;
+                    app.ui.focus = Pane::Queue;
+                    app.ui.sel_commit = row;
                     let (cx, w) = app.hits.queue_cells_x.get();
                     if x >= cx && w > 0 {
-                        app.sel_variant =
+                        app.ui.sel_variant =
                             (((x - cx) / w) as usize).min(app.variants.len().saturating_sub(1));
                     }
-                    app.log_scroll = 0;
-                    app.follow = true;
+                    app.ui.log_scroll = 0;
+                    app.ui.follow = true;
                 }
             } else if inside(logs, x, y) {
-                app.focus = Pane::Logs;
+                app.ui.focus = Pane::Logs;
             }
         }
         MouseEventKind::ScrollUp | MouseEventKind::ScrollDown => {
             let up = kind == MouseEventKind::ScrollUp;
-            if app.view != View::Results && inside(logs, x, y) {
+            if app.ui.view != View::Results && inside(logs, x, y) {
                 app.scroll_logs(if up { 3 } else { -3 });
             } else {
-                let saved = app.focus;
-                app.focus = Pane::Queue;
+                let saved = app.ui.focus;
+                app.ui.focus = Pane::Queue;
                 app.move_selection(if up { -3 } else { 3 });
-                app.focus = saved;
+                app.ui.focus = saved;
             }
         }
         _ => {}
@@ -199,14 +199,14 @@ pub(crate) fn on_mouse(app: &mut App, kind: MouseEventKind, x: u16, y: u16) {
 
 fn open_pager(guard: &mut terminal::Guard, app: &mut App, run: crate::model::RunId) {
     let Some(dir) = app.log_dir.clone() else {
-        app.toast = Some("no log directory for this sweep".into());
+        app.ui.toast = Some("no log directory for this sweep".into());
         return;
     };
     let key = &app.plan.runs[run.0 as usize].key;
     let attempt = app.state.run(run).attempt.max(1);
     // The server's own log first (what the operator came for), then Docker's and the
     // pull's; this attempt's files, then the earlier attempts' (`:n` in less goes back).
-    let streams: &[&str] = match app.log_tab {
+    let streams: &[&str] = match app.ui.log_tab {
         app::LogTab::Server => &["server", "docker", "pull"],
         app::LogTab::Bench => &["bench"],
     };
@@ -222,7 +222,7 @@ fn open_pager(guard: &mut terminal::Guard, app: &mut App, run: crate::model::Run
         }
     }
     if files.is_empty() {
-        app.toast = Some(format!("no log files yet for {key} attempt {attempt}"));
+        app.ui.toast = Some(format!("no log files yet for {key} attempt {attempt}"));
         return;
     }
     let pager = std::env::var("PAGER")
@@ -238,7 +238,7 @@ fn open_pager(guard: &mut terminal::Guard, app: &mut App, run: crate::model::Run
             .status()
     });
     if let Err(e) = status {
-        app.toast = Some(format!("could not run {prog}: {e}"));
+        app.ui.toast = Some(format!("could not run {prog}: {e}"));
     }
 }
 
@@ -249,7 +249,7 @@ fn open_shell(guard: &mut terminal::Guard, app: &mut App, run: crate::model::Run
     use crate::model::labels::LABEL_KEY;
     let key = app.plan.runs[run.0 as usize].key.clone();
     if app.runtime == "sim" {
-        app.toast = Some("the sim runs no containers: no shell to open".into());
+        app.ui.toast = Some("the sim runs no containers: no shell to open".into());
         return;
     }
     // `docker ps --filter` takes labels as `label=K=V`; newest first, so a container of
@@ -266,19 +266,19 @@ fn open_shell(guard: &mut terminal::Guard, app: &mut App, run: crate::model::Run
             .trim()
             .to_string(),
         Ok(o) => {
-            app.toast = Some(format!(
+            app.ui.toast = Some(format!(
                 "docker ps: {}",
                 String::from_utf8_lossy(&o.stderr).trim()
             ));
             return;
         }
         Err(e) => {
-            app.toast = Some(format!("could not run docker: {e}"));
+            app.ui.toast = Some(format!("could not run docker: {e}"));
             return;
         }
     };
     if id.is_empty() {
-        app.toast = Some(format!(
+        app.ui.toast = Some(format!(
             "no container of {key} on this machine's Docker (a remote host's runs are not reachable from here)"
         ));
         return;
@@ -297,7 +297,7 @@ fn open_shell(guard: &mut terminal::Guard, app: &mut App, run: crate::model::Run
             .status()
     });
     if let Err(e) = status {
-        app.toast = Some(format!("docker exec: {e}"));
+        app.ui.toast = Some(format!("docker exec: {e}"));
     }
 }
 

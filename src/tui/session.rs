@@ -102,7 +102,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
         Owner::Attached if stop_sweep => None,
         Owner::Attached => {
             if !sweep_done {
-                app.toast =
+                app.ui.toast =
                     Some("detached: the sweep goes on (`nightshift attach` rejoins)".into());
             }
             return finish(guard, &app, sweep_err, !sweep_done);
@@ -113,7 +113,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
         if let Some(s) = &stop {
             s.cancel();
         }
-        app.toast = Some("stopping: cancelling runs in flight…".into());
+        app.ui.toast = Some("stopping: cancelling runs in flight…".into());
         app.now_ms = crate::event::now_ms();
         let _ = guard.term.draw(|f| views::draw(f, &app));
         let _ = tokio::time::timeout(Duration::from_secs(15), &mut ended).await;

@@ -249,9 +249,9 @@ pub(crate) fn scene() -> App {
     }
     app.now_ms = T0 + 100_000;
     // Watch the streaming benchmark.
-    app.auto_select = false;
-    app.sel_commit = app.plan.runs[6].commit;
-    app.sel_variant = 0;
+    app.ui.auto_select = false;
+    app.ui.sel_commit = app.plan.runs[6].commit;
+    app.ui.sel_variant = 0;
     app
 }
 
@@ -299,8 +299,8 @@ fn the_header_keeps_state_eta_and_gpus_at_every_size() {
 #[test]
 fn held_run_shows_the_diagnosis_banner_with_keys() {
     let mut app = scene();
-    app.sel_commit = 0;
-    app.sel_variant = 2;
+    app.ui.sel_commit = 0;
+    app.ui.sel_variant = 2;
     let s = render(&app, 160, 48);
     assert!(
         s.contains("aimv2_conflict — press f to apply fix aimv2-exist-ok, r to retry, s to skip"),
@@ -328,15 +328,15 @@ fn logs_view_with_search_highlight() {
     }
     insta::assert_snapshot!("search_typing_100x30", render(&app, 100, 30));
     app.on_key(Key::code(KeyCode::Enter));
-    let first = app.search_at.expect("a match");
+    let first = app.ui.search_at.expect("a match");
     key(&mut app, 'N');
-    let prev = app.search_at.unwrap();
+    let prev = app.ui.search_at.unwrap();
     assert!(prev < first, "N goes back: {prev} < {first}");
     key(&mut app, 'n');
-    assert_eq!(app.search_at, Some(first));
+    assert_eq!(app.ui.search_at, Some(first));
     insta::assert_snapshot!("logs_search_100x30", render(&app, 100, 30));
     key(&mut app, 'b');
-    assert_eq!(app.log_tab, LogTab::Bench);
+    assert_eq!(app.ui.log_tab, LogTab::Bench);
     insta::assert_snapshot!("logs_bench_tab_100x30", render(&app, 100, 30));
 }
 
@@ -383,13 +383,13 @@ fn popups() {
     insta::assert_snapshot!("help_100x40", render(&app, 100, 40));
     insta::assert_snapshot!("help_80x24", render(&app, 80, 24));
     app.on_key(Key::code(KeyCode::Esc));
-    assert_eq!(app.popup, None);
-    app.sel_commit = 0;
-    app.sel_variant = 2;
+    assert_eq!(app.ui.popup, None);
+    app.ui.sel_commit = 0;
+    app.ui.sel_variant = 2;
     // The operator sees the new selection before pressing a key.
     render(&app, 120, 40);
     app.on_key(Key::code(KeyCode::Enter));
-    assert_eq!(app.popup, Some(Popup::Detail(RunId(2))));
+    assert_eq!(app.ui.popup, Some(Popup::Detail(RunId(2))));
     insta::assert_snapshot!("detail_120x40", render(&app, 120, 40));
     app.on_key(Key::code(KeyCode::Esc));
     // q with runs active asks first; n keeps going; y quits.
@@ -399,8 +399,8 @@ fn popups() {
     assert_eq!(key(&mut app, 'q'), vec![]);
     assert_eq!(key(&mut app, 'y'), vec![Effect::Quit]);
     // Cancel asks too.
-    app.sel_commit = app.plan.runs[6].commit;
-    app.sel_variant = 0;
+    app.ui.sel_commit = app.plan.runs[6].commit;
+    app.ui.sel_variant = 0;
     key(&mut app, 'c');
     insta::assert_snapshot!("confirm_cancel_80x24", render(&app, 80, 24));
     assert_eq!(
@@ -413,15 +413,15 @@ fn popups() {
     }
     insta::assert_snapshot!("command_line_80x24", render(&app, 80, 24));
     app.on_key(Key::code(KeyCode::Enter));
-    assert_eq!(app.view, View::Results);
+    assert_eq!(app.ui.view, View::Results);
     assert_eq!(app.result_rows(), vec![RunId(2)]);
 }
 
 #[test]
 fn skip_keys_and_pause() {
     let mut app = scene();
-    app.sel_commit = 0;
-    app.sel_variant = 2;
+    app.ui.sel_commit = 0;
+    app.ui.sel_variant = 2;
     assert_eq!(
         key(&mut app, 's'),
         vec![Effect::Send(Command::Skip { run: RunId(2) })]
@@ -464,7 +464,7 @@ fn no_nvml_and_themes() {
     key(&mut app, 't');
     assert_ne!(app.theme.name, before);
     app.theme = app.theme.clone().monochrome();
-    app.toast = None;
+    app.ui.toast = None;
     // Same text in every theme: colour is never the only signal.
     assert_eq!(render(&app, 120, 36), insta_text(&scene_no_nvml()));
 }
@@ -510,13 +510,13 @@ fn mouse_click_selects_and_wheel_scrolls() {
         q.x + 2,
         q.y + 3,
     );
-    assert_eq!(app.sel_commit, app.hits.queue_offset.get() + 3);
+    assert_eq!(app.ui.sel_commit, app.hits.queue_offset.get() + 3);
     let l = app.hits.logs.get();
-    app.sel_commit = app.plan.runs[6].commit;
-    app.sel_variant = 0;
+    app.ui.sel_commit = app.plan.runs[6].commit;
+    app.ui.sel_variant = 0;
     super::on_mouse(&mut app, MouseEventKind::ScrollUp, l.x + 1, l.y + 1);
-    assert_eq!(app.log_scroll, 3);
-    assert!(!app.follow);
+    assert_eq!(app.ui.log_scroll, 3);
+    assert!(!app.ui.follow);
 }
 
 #[test]
@@ -631,7 +631,7 @@ fn a_prefetch_build_log_shows_in_the_waiting_runs_pane() {
         );
     }
     app.select_run(run);
-    app.log_tab = LogTab::Server;
+    app.ui.log_tab = LogTab::Server;
     let lines: Vec<String> = app
         .shown_log()
         .expect("the run has lines")
@@ -666,8 +666,8 @@ fn the_log_pane_never_goes_blank_with_follow_off() {
     let mut app = scene();
     key(&mut app, '2');
     assert_eq!(app.selected_run(), Some(RunId(6)));
-    app.follow = false;
-    app.log_tab = LogTab::Server;
+    app.ui.follow = false;
+    app.ui.log_tab = LogTab::Server;
     let mut f = Feed { seq: 10_000 };
     // Twice the ring: every line the operator was looking at has been dropped.
     for i in 0..(2 * RING_LINES) {
@@ -681,7 +681,7 @@ fn the_log_pane_never_goes_blank_with_follow_off() {
 #[test]
 fn an_action_key_acts_on_the_run_the_operator_saw() {
     let mut app = scene();
-    app.auto_select = true;
+    app.ui.auto_select = true;
     let seen = app.selected_run().unwrap();
     render(&app, 160, 48);
     // Between that frame and the key, the watched run ends and the selection follows the
@@ -902,7 +902,7 @@ fn failure_groups_show_as_one_row_and_one_key_decides_for_all() {
     assert_eq!(groups[0].count, 4);
     let id = groups[0].id.clone();
     // The results view: a row per group (count, first line, models).
-    app.view = View::Results;
+    app.ui.view = View::Results;
     let screen = render(&app, 160, 48);
     assert!(
         screen.contains("failure groups · 5 unknown failures in 2 groups"),
@@ -918,12 +918,12 @@ fn failure_groups_show_as_one_row_and_one_key_decides_for_all() {
         "{row}"
     );
     // One key on a run of the group, one decision for all of it.
-    app.view = View::Sweep;
+    app.ui.view = View::Sweep;
     app.select_run(RunId(16));
-    app.auto_select = false;
+    app.ui.auto_select = false;
     render(&app, 160, 48);
     assert!(key(&mut app, 'a').is_empty());
-    assert_eq!(app.popup, Some(Popup::Group(id.clone())));
+    assert_eq!(app.ui.popup, Some(Popup::Group(id.clone())));
     let popup = render(&app, 160, 48);
     assert!(popup.contains(&format!("failure group {id}")), "{popup}");
     assert!(popup.contains("4 failed alike"), "{popup}");
@@ -931,7 +931,7 @@ fn failure_groups_show_as_one_row_and_one_key_decides_for_all() {
         key(&mut app, 's'),
         vec![Effect::Send(Command::SkipGroup { kind: id.clone() })]
     );
-    assert_eq!(app.popup, None);
+    assert_eq!(app.ui.popup, None);
     key(&mut app, 'a');
     assert_eq!(
         key(&mut app, 'r'),
@@ -940,7 +940,7 @@ fn failure_groups_show_as_one_row_and_one_key_decides_for_all() {
     // No fix is known for it: said, nothing sent.
     key(&mut app, 'a');
     assert!(key(&mut app, 'f').is_empty());
-    assert!(app.toast.as_deref().unwrap_or("").contains(":fix-group"));
+    assert!(app.ui.toast.as_deref().unwrap_or("").contains(":fix-group"));
     // The command line: by the selected run's group, or by id (a prefix will do).
     assert_eq!(
         app.run_command_line("skip-group"),
@@ -955,22 +955,24 @@ fn failure_groups_show_as_one_row_and_one_key_decides_for_all() {
     );
     assert!(app.run_command_line("retry-group ffff0000").is_empty());
     assert!(app
+        .ui
         .toast
         .as_deref()
         .unwrap_or("")
         .contains("no failure group"));
     // Filtered to the group: its four runs.
     app.run_command_line(&format!("filter group={id}"));
-    assert_eq!(app.view, View::Results);
+    assert_eq!(app.ui.view, View::Results);
     assert_eq!(app.result_rows().len(), 4);
     // A run outside any group says so.
-    app.results = Default::default();
-    app.view = View::Sweep;
+    app.ui.results = Default::default();
+    app.ui.view = View::Sweep;
     app.select_run(RunId(0));
     render(&app, 160, 48);
     assert!(key(&mut app, 'a').is_empty());
-    assert!(app.popup.is_none());
+    assert!(app.ui.popup.is_none());
     assert!(app
+        .ui
         .toast
         .as_deref()
         .unwrap_or("")

@@ -21,9 +21,9 @@ fn runnable(app: &App, n: usize) -> Vec<u32> {
 }
 
 fn select(app: &mut App, run: u32) {
-    app.auto_select = false;
-    app.sel_commit = app.plan.runs[run as usize].commit;
-    app.sel_variant = app
+    app.ui.auto_select = false;
+    app.ui.sel_commit = app.plan.runs[run as usize].commit;
+    app.ui.sel_variant = app
         .variants
         .iter()
         .position(|v| *v == app.plan.runs[run as usize].variant)

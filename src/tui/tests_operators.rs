@@ -37,7 +37,7 @@ fn another_operators_action_is_a_toast_and_mine_is_not() {
     let mut f = Feed { seq: 1000 };
     let r = queued(&app);
     by_ana(&mut app, &mut f, 200_000, Command::Retry { run: r });
-    let toast = app.toast.clone().unwrap_or_default();
+    let toast = app.ui.toast.clone().unwrap_or_default();
     let k = &app.plan.runs[r.0 as usize].key;
     assert!(toast.starts_with("⚑ ana@tui:77"), "{toast}");
     assert!(
@@ -45,7 +45,7 @@ fn another_operators_action_is_a_toast_and_mine_is_not() {
         "{toast}"
     );
     // My own action is in the log but no toast: I know what I did.
-    app.toast = None;
+    app.ui.toast = None;
     f.send(
         &mut app,
         200_500,
@@ -55,7 +55,7 @@ fn another_operators_action_is_a_toast_and_mine_is_not() {
             outcome: Some("done".into()),
         },
     );
-    assert_eq!(app.toast, None);
+    assert_eq!(app.ui.toast, None);
     // The policy's decisions are logged, not toasted.
     assert!(app
         .activity
@@ -77,8 +77,8 @@ fn a_decision_on_a_run_another_operator_just_decided_asks_first() {
         fx.is_empty(),
         "nothing sent before the operator answers: {fx:?}"
     );
-    let Some(Popup::Confirm(Confirm::Override { by, ago_s, .. })) = app.popup.clone() else {
-        panic!("asks first: {:?}", app.popup);
+    let Some(Popup::Confirm(Confirm::Override { by, ago_s, .. })) = app.ui.popup.clone() else {
+        panic!("asks first: {:?}", app.ui.popup);
     };
     assert!(by.starts_with("ana@tui:77") && ago_s == 7, "{by} {ago_s}");
     let screen = render(&app, 80, 24);
@@ -101,7 +101,7 @@ fn a_decision_on_a_run_another_operator_just_decided_asks_first() {
 fn a_long_refusal_wraps_to_its_end_at_80_columns() {
     let mut app = scene();
     let who = "someone.with.a.long.name@tui:123456 (uid 4242)";
-    app.toast = Some(format!(
+    app.ui.toast = Some(format!(
         "⚠ retry 0ec82edda59a/agent:claude_code: refused: it was just skipped by {who}"
     ));
     let screen = render(&app, 80, 24);
@@ -122,10 +122,10 @@ fn a_long_refusal_wraps_to_its_end_at_80_columns() {
 fn the_three_way_view_acts_on_one_cell_it_names() {
     let mut app = scene();
     key(&mut app, '4');
-    assert_eq!(app.view, View::ThreeWay);
-    app.sel_commit = 0;
-    app.sel_variant = 0;
-    app.auto_select = false;
+    assert_eq!(app.ui.view, View::ThreeWay);
+    app.ui.sel_commit = 0;
+    app.ui.sel_variant = 0;
+    app.ui.auto_select = false;
     let key0 = app.plan.runs[app.selected_run().unwrap().0 as usize]
         .key
         .clone();
@@ -164,7 +164,7 @@ fn the_three_way_view_acts_on_one_cell_it_names() {
         vec![Effect::Send(Command::Skip { run: r })]
     );
     app.on_key(super::keymap::Key::code(crossterm::event::KeyCode::Enter));
-    assert_eq!(app.popup, Some(Popup::Detail(r)));
+    assert_eq!(app.ui.popup, Some(Popup::Detail(r)));
 }
 
 /// At 80×24 every variant keeps a whole column in the queue (no `! a` stub, no
@@ -223,7 +223,7 @@ fn every_view_at_three_sizes() {
         app.select_run(RunId(1));
         app.on_key(super::keymap::Key::code(crossterm::event::KeyCode::Enter));
         insta::assert_snapshot!(format!("detail_{w}x{h}_sizes"), render(&app, w, h));
-        app.popup = None;
+        app.ui.popup = None;
     }
     key(&mut app, '3');
     let s = render(&app, 80, 24);
@@ -249,13 +249,14 @@ fn a_recipe_name_is_checked_and_completed_where_it_is_typed() {
     );
     let fx = app.run_command_line("fix-group bogus");
     assert!(fx.is_empty(), "nothing sent: {fx:?}");
-    let toast = app.toast.clone().unwrap_or_default();
+    let toast = app.ui.toast.clone().unwrap_or_default();
     assert!(
         toast.contains("no fix recipe `bogus`") && toast.contains("aimv2-exist-ok"),
         "{toast}"
     );
     app.run_command_line("recipes");
     assert!(app
+        .ui
         .toast
         .clone()
         .unwrap_or_default()
@@ -266,13 +267,13 @@ fn a_recipe_name_is_checked_and_completed_where_it_is_typed() {
         key(&mut app, c);
     }
     app.on_key(super::keymap::Key::code(KeyCode::Tab));
-    assert_eq!(app.input.as_ref().unwrap().text, "fix-group ");
+    assert_eq!(app.ui.input.as_ref().unwrap().text, "fix-group ");
     for c in "aimv".chars() {
         key(&mut app, c);
     }
     app.on_key(super::keymap::Key::code(KeyCode::Tab));
     assert_eq!(
-        app.input.as_ref().unwrap().text,
+        app.ui.input.as_ref().unwrap().text,
         "fix-group aimv2-exist-ok "
     );
     let (_, many) = super::app::complete("s", &app.recipes);

@@ -123,7 +123,7 @@ fn a_new_sort_keeps_the_selected_run() {
     assert_highlighted(&app, x.0);
     // By variant: every baseline first, so the run moves up the list.
     key(&mut app, '>');
-    assert_eq!(app.results.sort_col, 1);
+    assert_eq!(app.ui.results.sort_col, 1);
     assert_ne!(app.result_rows().iter().position(|r| *r == x), before);
     assert_highlighted(&app, x.0);
     key(&mut app, 'i');
@@ -145,12 +145,15 @@ fn less_than_sorts_back_and_greater_than_forward() {
     key(&mut app, '3');
     key(&mut app, '>');
     key(&mut app, '>');
-    assert_eq!(app.results.sort_col, 2);
+    assert_eq!(app.ui.results.sort_col, 2);
     key(&mut app, '<');
-    assert_eq!(app.results.sort_col, 1);
+    assert_eq!(app.ui.results.sort_col, 1);
     key(&mut app, '<');
     key(&mut app, '<');
-    assert_eq!(app.results.sort_col, super::app::RESULT_COLUMNS.len() - 1);
+    assert_eq!(
+        app.ui.results.sort_col,
+        super::app::RESULT_COLUMNS.len() - 1
+    );
 }
 
 #[test]
@@ -162,7 +165,7 @@ fn skipping_a_category_says_how_many_runs_it_skips() {
     render(&app, 80, 24);
     assert!(key(&mut app, 'S').is_empty());
     assert_eq!(
-        app.popup,
+        app.ui.popup,
         Some(Popup::Confirm(Confirm::SkipCategory(Category::CudaOom)))
     );
     let s = render(&app, 100, 30);
@@ -170,7 +173,7 @@ fn skipping_a_category_says_how_many_runs_it_skips() {
         s.contains("Skip 2 runs whose failure is cuda_oom, and each later one"),
         "{s}"
     );
-    app.popup = None;
+    app.ui.popup = None;
     app.select_run(RunId(2));
     render(&app, 80, 24);
     key(&mut app, 'S');
@@ -187,7 +190,7 @@ fn help_scrolling_stops_at_its_end() {
         key(&mut app, 'j');
     }
     let bottom = render(&app, 100, 30);
-    let Some(Popup::Help { scroll }) = app.popup else {
+    let Some(Popup::Help { scroll }) = app.ui.popup else {
         panic!("help is open")
     };
     assert!(scroll > 0 && scroll < 100, "{scroll}");
@@ -219,7 +222,7 @@ fn brackets_jump_between_held_and_failed_runs() {
     );
     // In the results view, over its rows.
     key(&mut app, '3');
-    assert_eq!(app.view, View::Results);
+    assert_eq!(app.ui.view, View::Results);
     key(&mut app, ']');
     let first = app.action_run();
     assert!(
@@ -234,7 +237,7 @@ fn brackets_jump_between_held_and_failed_runs() {
         render(&app, 100, 60)
     };
     assert!(help.contains("next held or failed run"), "{help}");
-    app.popup = None;
+    app.ui.popup = None;
     assert!(render(&app, 160, 48).contains("]  held/failed"));
 }
 
@@ -293,11 +296,11 @@ fn the_activity_pane_names_who_did_what_and_asks_again_on_a_conflict() {
             outcome: Some("refused: #1 was just skipped by ana@tui:77".into()),
         },
     );
-    let toast = app.toast.clone().unwrap_or_default();
+    let toast = app.ui.toast.clone().unwrap_or_default();
     assert!(toast.contains("was just skipped by ana@tui:77"), "{toast}");
     assert!(app.activity.len() >= 2, "{:?}", app.activity);
     assert!(key(&mut app, 'A').is_empty());
-    assert!(matches!(app.popup, Some(Popup::Activity { .. })));
+    assert!(matches!(app.ui.popup, Some(Popup::Activity { .. })));
     let screen = render(&app, 120, 36);
     assert!(screen.contains("ana@tui:77"), "{screen}");
     assert!(
@@ -306,7 +309,7 @@ fn the_activity_pane_names_who_did_what_and_asks_again_on_a_conflict() {
     );
     assert!(screen.contains("refused"), "{screen}");
     key(&mut app, 'A');
-    assert!(app.popup.is_none());
+    assert!(app.ui.popup.is_none());
 
     // `u` on the skipped run: the undo; on a run nobody skipped: a word, no command.
     assert_eq!(app.state.run(RunId(q)).state, skipped());
@@ -318,6 +321,7 @@ fn the_activity_pane_names_who_did_what_and_asks_again_on_a_conflict() {
     app.hits.shown.set(Some(RunId(done)));
     assert!(key(&mut app, 'u').is_empty());
     assert!(app
+        .ui
         .toast
         .clone()
         .unwrap_or_default()
@@ -344,6 +348,7 @@ fn y_copies_the_command_and_the_shell_needs_a_running_container() {
     app.hits.shown.set(Some(RunId(queued)));
     assert!(key(&mut app, '!').is_empty());
     assert!(app
+        .ui
         .toast
         .clone()
         .unwrap_or_default()
@@ -385,9 +390,9 @@ fn the_detail_popup_shows_the_numbers_first_and_scrolls() {
     app.hits.shown.set(Some(RunId(done)));
     app.on_action(crate::tui::keymap::Action::Enter);
     assert!(
-        matches!(app.popup, Some(Popup::Detail(_))),
+        matches!(app.ui.popup, Some(Popup::Detail(_))),
         "{:?}",
-        app.popup
+        app.ui.popup
     );
     let s = render(&app, 80, 24);
     assert!(
@@ -396,7 +401,7 @@ fn the_detail_popup_shows_the_numbers_first_and_scrolls() {
     );
     if app.hits.detail_max.get() > 0 {
         key(&mut app, 'j');
-        assert_eq!(app.detail_scroll, 1);
+        assert_eq!(app.ui.detail_scroll, 1);
         let scrolled = render(&app, 80, 24);
         assert_ne!(s, scrolled);
     }
@@ -408,10 +413,13 @@ fn the_detail_popup_shows_the_numbers_first_and_scrolls() {
 fn sort_by_a_typable_column_name() {
     let mut app = scene();
     app.run_command_line("sort delta");
-    assert_eq!(super::app::RESULT_COLUMNS[app.results.sort_col], "Δ base");
-    assert_eq!(app.view, View::Results);
+    assert_eq!(
+        super::app::RESULT_COLUMNS[app.ui.results.sort_col],
+        "Δ base"
+    );
+    assert_eq!(app.ui.view, View::Results);
     app.run_command_line("sort nope");
-    let t = app.toast.clone().unwrap_or_default();
+    let t = app.ui.toast.clone().unwrap_or_default();
     assert!(t.contains("delta") && !t.contains('Δ'), "{t}");
 }
 
@@ -421,7 +429,7 @@ fn sort_by_a_typable_column_name() {
 fn the_three_way_view_filters_by_verdict() {
     let mut app = scene();
     app.run_command_line("verdict weak");
-    assert_eq!(app.view, View::ThreeWay);
+    assert_eq!(app.ui.view, View::ThreeWay);
     let s = render(&app, 120, 40);
     assert!(s.contains("verdict=weak"), "{s}");
     assert!(
@@ -433,6 +441,7 @@ fn the_three_way_view_filters_by_verdict() {
     assert!(!render(&app, 120, 40).contains("015069b0"));
     app.run_command_line("verdict nope");
     assert!(app
+        .ui
         .toast
         .clone()
         .unwrap_or_default()
@@ -456,9 +465,9 @@ fn no_theme_draws_text_in_its_background_colour() {
             if view == '3' {
                 let rows = app.result_rows();
                 let at = rows.iter().position(|r| r.0 == held).unwrap();
-                app.results.selected.select_row(&rows, at);
+                app.ui.results.selected.select_row(&rows, at);
             } else {
-                app.sel_commit = app.plan.runs[held as usize].commit;
+                app.ui.sel_commit = app.plan.runs[held as usize].commit;
             }
             let mut t = Terminal::new(TestBackend::new(120, 40)).unwrap();
             t.draw(|f| super::views::draw(f, &app)).unwrap();

@@ -29,24 +29,24 @@ impl App {
             "" => {}
             "q" | "quit" => return self.on_action(Action::Quit),
             "q!" | "quit!" => return vec![Effect::Quit],
-            "help" | "h" => self.popup = Some(Popup::Help { scroll: 0 }),
+            "help" | "h" => self.ui.popup = Some(Popup::Help { scroll: 0 }),
             "pause" => return vec![Effect::Send(Command::Pause)],
             "resume" => return vec![Effect::Send(Command::Resume)],
             "export" => return vec![Effect::Export((!arg.is_empty()).then_some(arg))],
-            "sweep" | "1" => self.view = View::Sweep,
-            "logs" | "2" => self.view = View::Logs,
-            "results" | "3" => self.view = View::Results,
-            "3way" | "threeway" | "4" => self.view = View::ThreeWay,
+            "sweep" | "1" => self.ui.view = View::Sweep,
+            "logs" | "2" => self.ui.view = View::Logs,
+            "results" | "3" => self.ui.view = View::Results,
+            "3way" | "threeway" | "4" => self.ui.view = View::ThreeWay,
             "verdict" => {
-                self.view = View::ThreeWay;
+                self.ui.view = View::ThreeWay;
                 match arg.as_str() {
-                    "" | "all" => self.verdict_filter = None,
+                    "" | "all" => self.ui.verdict_filter = None,
                     "better" | "worse" | "same" | "weak" => {
-                        self.verdict_filter = Some(arg.to_string())
+                        self.ui.verdict_filter = Some(arg.to_string())
                     }
                     other => {
                         let words = "better, worse, same, weak (n=1 or uncalibrated) or all";
-                        self.toast = Some(format!("verdict `{other}`: {words}"));
+                        self.ui.toast = Some(format!("verdict `{other}`: {words}"));
                     }
                 }
             }
@@ -59,11 +59,11 @@ impl App {
                 Ok(t) => {
                     self.theme = if self.theme.mono { t.monochrome() } else { t };
                 }
-                Err(e) => self.toast = Some(e.to_string()),
+                Err(e) => self.ui.toast = Some(e.to_string()),
             },
             "skip-category" => match arg.parse::<Category>() {
-                Ok(c) => self.popup = Some(Popup::Confirm(Confirm::SkipCategory(c))),
-                Err(e) => self.toast = Some(e),
+                Ok(c) => self.ui.popup = Some(Popup::Confirm(Confirm::SkipCategory(c))),
+                Err(e) => self.ui.toast = Some(e),
             },
             "skip-group" | "retry-group" => match self.group_arg(&arg) {
                 Ok(kind) => {
@@ -73,7 +73,7 @@ impl App {
                         Command::RetryGroup { kind }
                     })]
                 }
-                Err(e) => self.toast = Some(e),
+                Err(e) => self.ui.toast = Some(e),
             },
             "fix-category" => {
                 // Defaults from the selected run: its category and the fix its diagnosis names.
@@ -91,27 +91,27 @@ impl App {
                         .and_then(|f| f.recipe.clone())
                 });
                 match (cat, recipe) {
-                    (Err(e), _) => self.toast = Some(e),
+                    (Err(e), _) => self.ui.toast = Some(e),
                     (Ok(c), None) => {
-                        self.toast =
+                        self.ui.toast =
                             Some(format!("no fix is known for {c}: :fix-category {c} RECIPE"))
                     }
                     (Ok(_), Some(r)) if !self.recipes.contains(&r) => {
-                        self.toast = Some(format!(
+                        self.ui.toast = Some(format!(
                             "no fix recipe `{r}` (recipes: {}; tab completes)",
                             self.recipes.join(", ")
                         ))
                     }
                     (Ok(c), Some(r)) => {
-                        self.popup = Some(Popup::Confirm(Confirm::FixCategory(c, r)))
+                        self.ui.popup = Some(Popup::Confirm(Confirm::FixCategory(c, r)))
                     }
                 }
             }
-            "recipes" => self.toast = Some(format!("fix recipes: {}", self.recipes.join(", "))),
+            "recipes" => self.ui.toast = Some(format!("fix recipes: {}", self.recipes.join(", "))),
             "fix-group" => {
                 let (recipe, id) = (rest.first().copied(), rest.get(1).copied().unwrap_or(""));
                 if let Some(r) = recipe.filter(|r| !self.recipes.iter().any(|k| k == r)) {
-                    self.toast = Some(format!(
+                    self.ui.toast = Some(format!(
                         "no fix recipe `{r}` (recipes: {}; tab completes)",
                         self.recipes.join(", ")
                     ));
@@ -124,13 +124,13 @@ impl App {
                             recipe: recipe.to_string(),
                         })]
                     }
-                    (None, _) => self.toast = Some(":fix-group RECIPE [GROUP]".into()),
-                    (_, Err(e)) => self.toast = Some(e),
+                    (None, _) => self.ui.toast = Some(":fix-group RECIPE [GROUP]".into()),
+                    (_, Err(e)) => self.ui.toast = Some(e),
                 }
             }
             "group" => match self.group_arg(&arg) {
-                Ok(id) => self.popup = Some(Popup::Group(id)),
-                Err(e) => self.toast = Some(e),
+                Ok(id) => self.ui.popup = Some(Popup::Group(id)),
+                Err(e) => self.ui.toast = Some(e),
             },
             // `delta` names the `Δ base` column: a name the keyboard can type.
             "sort" => match RESULT_COLUMNS
@@ -138,45 +138,45 @@ impl App {
                 .position(|c| c.eq_ignore_ascii_case(&arg) || (*c == "Δ base" && arg == "delta"))
             {
                 Some(i) => {
-                    self.results.sort_col = i;
-                    self.view = View::Results;
+                    self.ui.results.sort_col = i;
+                    self.ui.view = View::Results;
                 }
                 None => {
                     let names: Vec<&str> = RESULT_COLUMNS
                         .iter()
                         .map(|c| if *c == "Δ base" { "delta" } else { c })
                         .collect();
-                    self.toast = Some(format!("columns: {}", names.join(", ")))
+                    self.ui.toast = Some(format!("columns: {}", names.join(", ")))
                 }
             },
             "filter" => {
-                self.view = View::Results;
+                self.ui.view = View::Results;
                 if arg.is_empty() || arg == "clear" {
-                    self.results = ResultsState {
-                        sort_col: self.results.sort_col,
-                        reverse: self.results.reverse,
-                        selected: self.results.selected.clone(),
+                    self.ui.results = ResultsState {
+                        sort_col: self.ui.results.sort_col,
+                        reverse: self.ui.results.reverse,
+                        selected: self.ui.results.selected.clone(),
                         ..Default::default()
                     };
                 } else if let Some(v) = arg.strip_prefix("status=") {
                     match StatusFilter::ALL.iter().find(|s| s.label() == v) {
-                        Some(s) => self.results.status = Some(*s),
-                        None => self.toast = Some(format!("unknown status `{v}`")),
+                        Some(s) => self.ui.results.status = Some(*s),
+                        None => self.ui.toast = Some(format!("unknown status `{v}`")),
                     }
                 } else if let Some(v) = arg.strip_prefix("category=") {
                     match v.parse::<Category>() {
-                        Ok(c) => self.results.category = Some(c),
-                        Err(e) => self.toast = Some(e),
+                        Ok(c) => self.ui.results.category = Some(c),
+                        Err(e) => self.ui.toast = Some(e),
                     }
                 } else if let Some(v) = arg.strip_prefix("model=") {
-                    self.results.model = Some(v.to_string());
+                    self.ui.results.model = Some(v.to_string());
                 } else if let Some(v) = arg.strip_prefix("group=") {
-                    self.results.group = Some(v.to_string());
+                    self.ui.results.group = Some(v.to_string());
                 } else {
-                    self.results.text = Some(arg);
+                    self.ui.results.text = Some(arg);
                 }
             }
-            other => self.toast = Some(format!("unknown command `:{other}` (try :help)")),
+            other => self.ui.toast = Some(format!("unknown command `:{other}` (try :help)")),
         }
         vec![]
     }

@@ -70,7 +70,7 @@ impl App {
         slot.bench = merged(bench, std::mem::take(&mut slot.bench));
         let after = slot.server.len() + slot.bench.len();
         self.lines_in_memory = (self.lines_in_memory + after).saturating_sub(before);
-        self.log_scroll = 0;
+        self.ui.log_scroll = 0;
     }
 }
 

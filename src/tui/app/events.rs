@@ -21,7 +21,7 @@ impl App {
                     .as_deref()
                     .is_some_and(|me| crate::event::signed_by(&e.source, me))
             {
-                self.toast = Some(format!("⚠ {}: {}", e.what, e.outcome));
+                self.ui.toast = Some(format!("⚠ {}: {}", e.what, e.outcome));
             } else if e.by_operator()
                 && !self
                     .me
@@ -29,7 +29,7 @@ impl App {
                     .is_some_and(|me| crate::event::signed_by(&e.source, me))
             {
                 // Another operator's action: every client sees it as it happens.
-                self.toast = Some(format!("⚑ {}: {} — {}", e.source, e.what, e.outcome));
+                self.ui.toast = Some(format!("⚑ {}: {} — {}", e.source, e.what, e.outcome));
             }
             if self.activity.len() >= ACTIVITY_KEPT {
                 self.activity.pop_front();
@@ -89,9 +89,9 @@ impl App {
                 }
                 if matches!(to, RunState::Finished { .. } | RunState::Held { .. }) {
                     self.finished_order.push_back(*run);
-                    self.learned.take();
+                    self.caches.learned.take();
                 }
-                if self.auto_select {
+                if self.ui.auto_select {
                     let cur = self.selected_run();
                     let cur_active = cur.is_some_and(|r| self.state.run(r).state.is_active());
                     if to.is_active() && !cur_active {
@@ -182,14 +182,14 @@ impl App {
         if ring.len() > RING_LINES {
             ring.pop_front();
             logs.dropped += 1;
-            if let Some(a) = self.search_at.as_mut() {
+            if let Some(a) = self.ui.search_at.as_mut() {
                 *a = a.saturating_sub(1);
             }
         } else {
             self.lines_in_memory += 1;
         }
-        if !self.follow && self.selected_run() == Some(run) && self.log_tab == tab {
-            self.log_scroll += 1;
+        if !self.ui.follow && self.selected_run() == Some(run) && self.ui.log_tab == tab {
+            self.ui.log_scroll += 1;
         }
         while self.lines_in_memory > TOTAL_LINES {
             let Some(old) = self.finished_order.pop_front() else {

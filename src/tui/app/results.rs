@@ -123,7 +123,7 @@ impl App {
     /// The results rows and the selected one's index in them.
     pub(crate) fn results_selection(&self) -> (Vec<RunId>, Option<usize>) {
         let rows = self.result_rows();
-        let i = self.results.selected.resolve(&rows);
+        let i = self.ui.results.selected.resolve(&rows);
         (rows, i)
     }
 
@@ -135,7 +135,7 @@ impl App {
 
     /// Rows of the results view after filtering and sorting.
     pub(crate) fn result_rows(&self) -> Vec<RunId> {
-        let f = &self.results;
+        let f = &self.ui.results;
         let text = f.text.as_ref().map(|t| t.to_lowercase());
         let model = f.model.as_ref().map(|t| t.to_lowercase());
         let in_group: Option<std::collections::HashSet<String>> = f.group.as_ref().map(|id| {

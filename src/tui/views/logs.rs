@@ -13,7 +13,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     let t = &app.theme;
     let run = app.selected_run();
     let tab = |tab: LogTab| {
-        let s = if app.log_tab == tab {
+        let s = if app.ui.log_tab == tab {
             t.text().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
         } else {
             t.dim()
@@ -31,18 +31,18 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
             t.dim(),
         ));
     }
-    if app.wrap {
+    if app.ui.wrap {
         title.push(Span::styled(" wrap ", t.dim()));
     }
     title.push(Span::styled(
-        if app.follow {
+        if app.ui.follow {
             " follow "
         } else {
             " paused scroll "
         },
-        Style::default().fg(if app.follow { t.ok } else { t.warn }),
+        Style::default().fg(if app.ui.follow { t.ok } else { t.warn }),
     ));
-    if let Some(q) = &app.search {
+    if let Some(q) = &app.ui.search {
         // Which match of how many (lines with a match, in this run's kept lines).
         let (n, at) = app.shown_log().map_or((0, None), |lines| {
             let hits: Vec<usize> = lines
@@ -52,6 +52,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
                 .map(|(i, _)| i)
                 .collect();
             let at = app
+                .ui
                 .search_at
                 .and_then(|s| hits.iter().position(|h| *h == s));
             (hits.len(), at)
@@ -92,9 +93,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     // full screen rather than scrolling off into nothing.
     let end = lines
         .len()
-        .saturating_sub(app.log_scroll)
+        .saturating_sub(app.ui.log_scroll)
         .max(h.min(lines.len()));
-    if app.wrap && w > 0 {
+    if app.ui.wrap && w > 0 {
         // Wrapped at the pane's width, character by character (a log line's "words" are
         // paths and hashes): from the newest line back until the pane is full, so the
         // newest line is still the last one shown, whole.
@@ -117,11 +118,11 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
         return;
     }
     let start = end.saturating_sub(h);
-    let q = app.search.as_deref();
+    let q = app.ui.search.as_deref();
     let mut out = Vec::with_capacity(h);
     for (i, l) in lines.iter().enumerate().take(end).skip(start) {
         let base = if l.error { t.error() } else { t.text() };
-        let current = app.search_at == Some(i);
+        let current = app.ui.search_at == Some(i);
         let mut spans = Vec::new();
         if let Some(tag) = l.tag {
             spans.push(Span::styled(format!("[{tag}] "), t.dim()));

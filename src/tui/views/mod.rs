@@ -37,7 +37,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     ])
     .areas(area);
     header::draw(f, app, head);
-    match app.view {
+    match app.ui.view {
         View::Sweep => sweep(f, app, body),
         View::Logs => logs::draw(f, app, body, true),
         View::Results => results::draw(f, app, body),
@@ -90,18 +90,18 @@ fn sweep(f: &mut Frame, app: &App, area: Rect) {
             Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(top);
         (a, b)
     };
-    queue::draw(f, app, qa, app.focus == Pane::Queue);
+    queue::draw(f, app, qa, app.ui.focus == Pane::Queue);
     let gpu_h = (app.gpus_total as u16 + 2).min(right.height / 2).max(3);
     let [act, gpus] =
         Layout::vertical([Constraint::Min(5), Constraint::Length(gpu_h)]).areas(right);
     active::draw(f, app, act);
     gpu::draw(f, app, gpus);
-    logs::draw(f, app, bottom, app.focus == Pane::Logs);
+    logs::draw(f, app, bottom, app.ui.focus == Pane::Logs);
 }
 
 fn hint_bar(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.theme;
-    if let Some(input) = &app.input {
+    if let Some(input) = &app.ui.input {
         let prompt = match input.kind {
             InputKind::Search => "/",
             InputKind::Command => ":",
@@ -114,7 +114,7 @@ fn hint_bar(f: &mut Frame, app: &App, area: Rect) {
         f.render_widget(Paragraph::new(line), area);
         return;
     }
-    if let Some(msg) = &app.toast {
+    if let Some(msg) = &app.ui.toast {
         // A toast longer than the line wraps upwards over the screen's bottom rows: a
         // refusal is read to its end (who acted is named last), never cut before the name.
         let w = area.width.max(1) as usize;

@@ -20,7 +20,7 @@ fn centered(area: Rect, w: u16, h: u16) -> Rect {
 }
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    match &app.popup {
+    match &app.ui.popup {
         None => {}
         Some(Popup::Help { scroll }) => {
             let r = centered(area, 84, area.height.saturating_sub(2));
@@ -364,7 +364,7 @@ fn detail(f: &mut Frame, app: &App, area: Rect, run: crate::model::RunId) {
     let rows = r.height.saturating_sub(2) as usize;
     let max = lines.len().saturating_sub(rows);
     app.hits.detail_max.set(max);
-    let scroll = app.detail_scroll.min(max);
+    let scroll = app.ui.detail_scroll.min(max);
     let title = if max > 0 {
         format!(
             " run detail · provenance · {}/{} · j/k scroll ",

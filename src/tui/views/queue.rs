@@ -94,10 +94,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     let rows_h = inner.height as usize - 1;
     let n = app.cells.len();
     let mut offset = app.hits.queue_offset.get();
-    if app.sel_commit < offset {
-        offset = app.sel_commit;
-    } else if app.sel_commit >= offset + rows_h {
-        offset = app.sel_commit + 1 - rows_h;
+    if app.ui.sel_commit < offset {
+        offset = app.ui.sel_commit;
+    } else if app.ui.sel_commit >= offset + rows_h {
+        offset = app.ui.sel_commit + 1 - rows_h;
     }
     offset = offset.min(n.saturating_sub(rows_h));
     app.hits.queue_offset.set(offset);
@@ -111,7 +111,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     let mut lines = vec![Line::from(head)];
     for ci in offset..(offset + rows_h).min(n) {
         let c = &app.plan.commits[ci];
-        let sel_row = ci == app.sel_commit;
+        let sel_row = ci == app.ui.sel_commit;
         let row_style = if sel_row {
             t.text().add_modifier(Modifier::BOLD)
         } else {
@@ -146,7 +146,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
                         (_, None) => r.category().map(|c| c.to_string()).unwrap_or_default(),
                     };
                     // A marker besides the colour, so the selection reads without colour.
-                    let mark = if sel_row && vi == app.sel_variant {
+                    let mark = if sel_row && vi == app.ui.sel_variant {
                         "▸"
                     } else {
                         " "
@@ -161,7 +161,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
             let mut style = cell
                 .map(|r| state_style(t, &app.state.run(r).state))
                 .unwrap_or(t.dim());
-            if sel_row && vi == app.sel_variant {
+            if sel_row && vi == app.ui.sel_variant {
                 style = t.selected();
             }
             spans.push(Span::styled(text, style));

@@ -56,7 +56,7 @@ pub(crate) fn columns(width: u16) -> Vec<(usize, u16)> {
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.theme;
     let (rows, sel) = app.results_selection();
-    let r = &app.results;
+    let r = &app.ui.results;
     // The selected run's commit, charted under the table when there is room.
     let picked = sel
         .and_then(|i| rows.get(i))

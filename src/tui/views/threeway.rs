@@ -157,7 +157,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let shown: Vec<&CommitRow> = report
         .rows
         .iter()
-        .filter(|r| app.verdict_filter.as_ref().is_none_or(|w| row_has(r, w)))
+        .filter(|r| app.ui.verdict_filter.as_ref().is_none_or(|w| row_has(r, w)))
         .collect();
     let variants: Vec<String> = app.variants.iter().map(|v| v.to_string()).collect();
     // The comparisons' labels, in the order the report makes them.
@@ -172,7 +172,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let sel_commit = app
         .plan
         .commits
-        .get(app.sel_commit)
+        .get(app.ui.sel_commit)
         .map(|c| c.commit.clone());
     let at = shown
         .iter()
@@ -209,7 +209,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         ));
     }
     title.push(Span::styled(
-        match &app.verdict_filter {
+        match &app.ui.verdict_filter {
             Some(v) => format!(" verdict={v} "),
             None => " :verdict better|worse|same|weak ".into(),
         },
@@ -312,7 +312,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                     })
                     .unwrap_or_else(|| "·".into());
                 // The one cell the keys act on, marked without colour too.
-                let selected = sel_row && vi == app.sel_variant;
+                let selected = sel_row && vi == app.ui.sel_variant;
                 let text = if selected { format!("▸{text}") } else { text };
                 let cell = Cell::from(fit(&text, value_w as usize));
                 cells.push(if selected {
