@@ -185,3 +185,30 @@ async fn a_daemon_that_says_the_sweep_ended_is_not_waited_for() {
     .expect("not waited for");
     assert_eq!(said, (false, Some("the sweep stopped: disk full".into())));
 }
+
+/// The daemon this client started has exited: its dropped socket is a crash to say now, not
+/// a restart to wait a minute for (no "waiting" note, no reconnect).
+#[tokio::test(start_paused = true)]
+async fn its_own_daemon_exited_is_not_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().to_path_buf();
+    let listener = UnixListener::bind(protocol::socket_path(&store)).unwrap();
+    let daemon = tokio::spawn(async move { drop(serve_one(&listener, 1, &[]).await) });
+    let (conn, _) = connect(&store).await.unwrap();
+    daemon.await.unwrap();
+    let own = Started::watch(std::process::Command::new("true").spawn().unwrap());
+    // Its reaper is a real thread: wait (bounded) for it to see the exit.
+    for _ in 0..200 {
+        if own.has_exited() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(own.has_exited(), "`true` did not exit within 5 s");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (_cmd_tx, cmd_rx) = tokio::sync::mpsc::unbounded_channel();
+    let said = pump(store, conn, tx, cmd_rx, PATIENCE, Some(own)).await;
+    assert_eq!(said, (false, None));
+    let seen = drain(&mut rx);
+    assert!(seen.iter().all(|s| !s.contains("waiting")), "{seen:?}");
+}
