@@ -188,28 +188,12 @@ impl App {
             }
             Action::Copy => {
                 if let Some(r) = run {
-                    let spec = &self.plan.runs[r.0 as usize];
-                    match &self.plan.commit_of(spec).perf_command {
-                        Some(cmd) => {
-                            self.ui.toast =
-                                Some(format!("copied the command of {} (OSC 52)", spec.key));
-                            return vec![Effect::Copy(crate::sanitize::one_line(cmd))];
-                        }
-                        None => self.ui.toast = Some(format!("{} has no command", spec.key)),
-                    }
+                    return self.copy_command(r);
                 }
             }
             Action::Undo => {
                 if let Some(r) = run {
-                    let skipped = matches!(
-                        &self.state.run(r).state,
-                        RunState::Finished { outcome }
-                            if outcome.skipped_by() == Some(crate::model::SkipBy::Operator)
-                    );
-                    if skipped {
-                        return vec![Effect::Send(Command::Unskip { run: r })];
-                    }
-                    self.ui.toast = Some(format!("{r} is not a run the operator skipped"));
+                    return self.undo_skip(r);
                 }
             }
             Action::SkipCategory => {
@@ -376,6 +360,34 @@ impl App {
             Action::Export => return vec![Effect::Export(None)],
             _ => {}
         }
+        vec![]
+    }
+
+    /// `y`: the run's benchmark command to the terminal's clipboard (OSC 52), one line.
+    fn copy_command(&mut self, r: RunId) -> Vec<Effect> {
+        let spec = &self.plan.runs[r.0 as usize];
+        match &self.plan.commit_of(spec).perf_command {
+            Some(cmd) => {
+                self.ui.toast = Some(format!("copied the command of {} (OSC 52)", spec.key));
+                return vec![Effect::Copy(crate::sanitize::one_line(cmd))];
+            }
+            None => self.ui.toast = Some(format!("{} has no command", spec.key)),
+        }
+        vec![]
+    }
+
+    /// `u`: undo the operator's skip of a run (and only that: a skip by policy or plan is
+    /// not the operator's to undo).
+    fn undo_skip(&mut self, r: RunId) -> Vec<Effect> {
+        let skipped = matches!(
+            &self.state.run(r).state,
+            RunState::Finished { outcome }
+                if outcome.skipped_by() == Some(crate::model::SkipBy::Operator)
+        );
+        if skipped {
+            return vec![Effect::Send(Command::Unskip { run: r })];
+        }
+        self.ui.toast = Some(format!("{r} is not a run the operator skipped"));
         vec![]
     }
 }

@@ -5,111 +5,129 @@ use super::*;
 impl App {
     pub(crate) fn on_key(&mut self, key: Key) -> Vec<Effect> {
         self.ui.toast = None;
-        if let Some(input) = self.ui.input.as_mut() {
-            use crossterm::event::KeyCode;
-            match key.code {
-                KeyCode::Esc => self.ui.input = None,
-                KeyCode::Enter => {
-                    let Input { kind, text } = self.ui.input.take().expect("input");
-                    return match kind {
-                        InputKind::Search => {
-                            self.set_search(text);
-                            vec![]
-                        }
-                        InputKind::Command => self.run_command_line(&text),
-                    };
-                }
-                KeyCode::Tab if input.kind == InputKind::Command => {
-                    let (text, options) = complete(&input.text, &self.recipes);
-                    input.text = text;
-                    if options.len() > 1 {
-                        self.ui.toast = Some(options.join("  "));
-                    }
-                }
-                KeyCode::Backspace if input.text.pop().is_none() => self.ui.input = None,
-                KeyCode::Backspace => {}
-                KeyCode::Char(c) if !key.ctrl => input.text.push(c),
-                _ => {}
-            }
-            return vec![];
+        if self.ui.input.is_some() {
+            return self.on_input_key(key);
         }
         if let Some(Popup::Group(id)) = &self.ui.popup {
-            use crossterm::event::KeyCode;
             let id = id.clone();
-            return match key.code {
-                KeyCode::Char('s') => {
-                    self.ui.popup = None;
-                    vec![Effect::Send(Command::SkipGroup { kind: id })]
-                }
-                KeyCode::Char('r') => {
-                    self.ui.popup = None;
-                    vec![Effect::Send(Command::RetryGroup { kind: id })]
-                }
-                KeyCode::Char('f') => {
-                    self.ui.popup = None;
-                    match self.group_recipe(&id) {
-                        Some(recipe) => vec![Effect::Send(Command::FixGroup { kind: id, recipe })],
-                        None => {
-                            self.ui.toast = Some(format!(
-                                "no fix is known for group {id}: `:fix-group RECIPE {id}` names one"
-                            ));
-                            vec![]
-                        }
-                    }
-                }
-                KeyCode::Char('l') => {
-                    self.ui.popup = None;
-                    self.ui.view = View::Results;
-                    self.ui.results.group = Some(id);
-                    vec![]
-                }
-                KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('n') => {
-                    self.ui.popup = None;
-                    vec![]
-                }
-                _ => vec![],
-            };
+            return self.on_group_key(key, id);
         }
         if let Some(Popup::Confirm(what)) = &self.ui.popup {
-            use crossterm::event::KeyCode;
             let what = what.clone();
-            if what == Confirm::Detach {
-                self.ui.popup = None;
-                return match key.code {
-                    KeyCode::Char('d') | KeyCode::Char('q') | KeyCode::Enter => {
-                        vec![Effect::Detach]
-                    }
-                    KeyCode::Char('s') => vec![Effect::StopSweep],
-                    _ => vec![],
-                };
-            }
-            return match key.code {
-                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => {
-                    self.ui.popup = None;
-                    match what {
-                        Confirm::Quit => vec![Effect::Quit],
-                        Confirm::Detach => vec![Effect::Detach],
-                        Confirm::Cancel(run) => vec![Effect::Send(Command::Cancel { run })],
-                        Confirm::SkipCategory(category) => {
-                            vec![Effect::Send(Command::SkipCategory { category })]
-                        }
-                        Confirm::Override { command, .. } => vec![Effect::Send(command)],
-                        Confirm::FixCategory(category, recipe) => {
-                            vec![Effect::Send(Command::FixCategory { category, recipe })]
-                        }
-                    }
-                }
-                KeyCode::Char('n') | KeyCode::Esc | KeyCode::Char('q') => {
-                    self.ui.popup = None;
-                    vec![]
-                }
-                _ => vec![],
-            };
+            return self.on_confirm_key(key, what);
         }
         let Some(action) = self.keymap.action(key) else {
             return vec![];
         };
         self.on_action(action)
+    }
+
+    /// A key while a line is typed (a search, a `:command`): Enter runs it, Tab completes.
+    fn on_input_key(&mut self, key: Key) -> Vec<Effect> {
+        use crossterm::event::KeyCode;
+        let Some(input) = self.ui.input.as_mut() else {
+            return vec![];
+        };
+        match key.code {
+            KeyCode::Esc => self.ui.input = None,
+            KeyCode::Enter => {
+                let Input { kind, text } = self.ui.input.take().expect("input");
+                return match kind {
+                    InputKind::Search => {
+                        self.set_search(text);
+                        vec![]
+                    }
+                    InputKind::Command => self.run_command_line(&text),
+                };
+            }
+            KeyCode::Tab if input.kind == InputKind::Command => {
+                let (text, options) = complete(&input.text, &self.recipes);
+                input.text = text;
+                if options.len() > 1 {
+                    self.ui.toast = Some(options.join("  "));
+                }
+            }
+            KeyCode::Backspace if input.text.pop().is_none() => self.ui.input = None,
+            KeyCode::Backspace => {}
+            KeyCode::Char(c) if !key.ctrl => input.text.push(c),
+            _ => {}
+        }
+        vec![]
+    }
+
+    /// A key in a failure group's popup: skip, retry, fix or list its runs.
+    fn on_group_key(&mut self, key: Key, id: String) -> Vec<Effect> {
+        use crossterm::event::KeyCode;
+        match key.code {
+            KeyCode::Char('s') => {
+                self.ui.popup = None;
+                vec![Effect::Send(Command::SkipGroup { kind: id })]
+            }
+            KeyCode::Char('r') => {
+                self.ui.popup = None;
+                vec![Effect::Send(Command::RetryGroup { kind: id })]
+            }
+            KeyCode::Char('f') => {
+                self.ui.popup = None;
+                match self.group_recipe(&id) {
+                    Some(recipe) => vec![Effect::Send(Command::FixGroup { kind: id, recipe })],
+                    None => {
+                        self.ui.toast = Some(format!(
+                            "no fix is known for group {id}: `:fix-group RECIPE {id}` names one"
+                        ));
+                        vec![]
+                    }
+                }
+            }
+            KeyCode::Char('l') => {
+                self.ui.popup = None;
+                self.ui.view = View::Results;
+                self.ui.results.group = Some(id);
+                vec![]
+            }
+            KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('n') => {
+                self.ui.popup = None;
+                vec![]
+            }
+            _ => vec![],
+        }
+    }
+
+    /// A key in a confirmation: yes sends what was asked, anything else lets it go.
+    fn on_confirm_key(&mut self, key: Key, what: Confirm) -> Vec<Effect> {
+        use crossterm::event::KeyCode;
+        if what == Confirm::Detach {
+            self.ui.popup = None;
+            return match key.code {
+                KeyCode::Char('d') | KeyCode::Char('q') | KeyCode::Enter => {
+                    vec![Effect::Detach]
+                }
+                KeyCode::Char('s') => vec![Effect::StopSweep],
+                _ => vec![],
+            };
+        }
+        match key.code {
+            KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => {
+                self.ui.popup = None;
+                match what {
+                    Confirm::Quit => vec![Effect::Quit],
+                    Confirm::Detach => vec![Effect::Detach],
+                    Confirm::Cancel(run) => vec![Effect::Send(Command::Cancel { run })],
+                    Confirm::SkipCategory(category) => {
+                        vec![Effect::Send(Command::SkipCategory { category })]
+                    }
+                    Confirm::Override { command, .. } => vec![Effect::Send(command)],
+                    Confirm::FixCategory(category, recipe) => {
+                        vec![Effect::Send(Command::FixCategory { category, recipe })]
+                    }
+                }
+            }
+            KeyCode::Char('n') | KeyCode::Esc | KeyCode::Char('q') => {
+                self.ui.popup = None;
+                vec![]
+            }
+            _ => vec![],
+        }
     }
 
     pub(crate) fn on_action(&mut self, action: Action) -> Vec<Effect> {
