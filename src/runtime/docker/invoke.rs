@@ -275,50 +275,16 @@ impl DockerRuntime {
         if let Some(v) = &facts.vllm_version {
             sink.send(prov("image_vllm_version", v.clone())).await;
         }
-        // ISO-Bench's human images call themselves `0.0.0+local`: that names no era. The
-        // clone's history does (the release the commit descends from), then the plan's.
-        let version_text = facts
-            .vllm_version
-            .clone()
-            .filter(|v| !crate::diagnose::predict::names_no_release(v))
-            .or_else(|| {
-                let src = self.cfg.vllm_src.as_ref()?;
-                let (tag, _) =
-                    crate::plan::clone::Clone::open(src)?.describe(self.benchmarks_commit(job))?;
-                Some(tag.trim_start_matches('v').to_string())
-            })
-            .or_else(|| job.vllm_version.clone());
+        let version_text = self.era_of(job, &facts);
         let version = version_text
             .as_deref()
             .and_then(crate::diagnose::predict::PyVersion::parse);
-        // The benchmarks folder: the clone at this variant's commit, else the image's copy.
         let commit = self.benchmarks_commit(job).to_string();
-        let mut bench_tar = None;
-        let mut source = String::new();
-        if let Some(src) = &self.cfg.vllm_src {
-            match upload::benchmarks_tar(src, &commit).await {
-                Ok(t) => {
-                    bench_tar = Some(t);
-                    source = format!("clone {} at {commit}", src.display());
-                }
-                Err(e) => {
-                    self.dlog(
-                        sink,
-                        Pipe::Stderr,
-                        format!("benchmarks/ not taken from the clone: {e:#}"),
-                    )
-                    .await
-                }
-            }
-        }
-        let bench_dir = if bench_tar.is_some() {
-            format!("{}/benchmarks", facts.workdir.trim_end_matches('/'))
-        } else if let Some(d) = facts.bench_dirs.first() {
-            source = format!("image {image}");
-            d.clone()
-        } else {
-            String::new()
-        };
+        let Benchmarks {
+            tar: bench_tar,
+            dir: bench_dir,
+            source,
+        } = self.benchmarks_folder(&commit, &facts, image, sink).await;
         let kind = job.view.kind.unwrap_or(job.kind);
         let mut shim = eras::is_shim(version.as_ref());
         let cli_bench = eras::has_cli_bench(kind, version.as_ref());
@@ -333,24 +299,7 @@ impl DockerRuntime {
         let mut learned: Option<FlagSet> = None;
         // Each program with the ways it may run: `vllm bench` through the CLI, else through
         // the benchmark module itself when the image's CLI cannot start (found by asking).
-        let programs: Vec<(Program, bool)> = match (&job.view.launcher, kind) {
-            (crate::command::Launcher::VllmBench { sub }, _) if cli_bench => {
-                vec![
-                    (Program::Cli(sub.clone()), false),
-                    (Program::Cli(sub.clone()), true),
-                ]
-            }
-            (_, k) => {
-                let mut v = vec![(Program::Script(rewrite::script_of(k)), false)];
-                if let Some(sub) = k.cli_sub() {
-                    if cli_bench {
-                        v.push((Program::Cli(sub.into()), false));
-                        v.push((Program::Cli(sub.into()), true));
-                    }
-                }
-                v
-            }
-        };
+        let programs = programs_for(&job.view.launcher, kind, cli_bench);
         let mut bench_module = false;
         for (program, via_module) in &programs {
             let key = (
@@ -485,6 +434,104 @@ impl DockerRuntime {
                 inv
             }
         };
+        self.check_invocation(&invocation, &bench_dir, image, &commit)?;
+        if !source.is_empty() {
+            sink.send(prov("bench_source", format!("{source} → {bench_dir}")))
+                .await;
+        }
+        let runner = match (bench_module, facts.vllm_cli.as_deref()) {
+            (true, _) => rewrite::CliRunner::BenchModule,
+            (false, Some(c)) => rewrite::CliRunner::Console(c),
+            (false, None) => rewrite::CliRunner::EntryModule,
+        };
+        let resolved = invocation.resolve(&interp, &bench_dir, runner);
+        let mut env: Vec<String> = invocation
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if let Some(p) = &facts.pythonpath {
+            env.push(format!("PYTHONPATH={p}"));
+        }
+        self.tell_setup(sink, &invocation, &resolved, &client_source, &interp)
+            .await;
+        Ok(Setup {
+            facts,
+            resolved,
+            invocation,
+            bench_tar,
+            env,
+        })
+    }
+
+    /// The release whose era the client's flags and the rewrites follow.
+    /// ISO-Bench's human images call themselves `0.0.0+local`: that names no era. The
+    /// clone's history does (the release the commit descends from), then the plan's.
+    fn era_of(&self, job: &RunJob, facts: &ImageFacts) -> Option<String> {
+        facts
+            .vllm_version
+            .clone()
+            .filter(|v| !crate::diagnose::predict::names_no_release(v))
+            .or_else(|| {
+                let src = self.cfg.vllm_src.as_ref()?;
+                let (tag, _) =
+                    crate::plan::clone::Clone::open(src)?.describe(self.benchmarks_commit(job))?;
+                Some(tag.trim_start_matches('v').to_string())
+            })
+            .or_else(|| job.vllm_version.clone())
+    }
+
+    /// The benchmarks folder: the clone at this variant's commit (uploaded into the run
+    /// container), else the image's own copy, else none.
+    async fn benchmarks_folder(
+        &self,
+        commit: &str,
+        facts: &ImageFacts,
+        image: &str,
+        sink: &RunSink,
+    ) -> Benchmarks {
+        let mut bench_tar = None;
+        let mut source = String::new();
+        if let Some(src) = &self.cfg.vllm_src {
+            match upload::benchmarks_tar(src, commit).await {
+                Ok(t) => {
+                    bench_tar = Some(t);
+                    source = format!("clone {} at {commit}", src.display());
+                }
+                Err(e) => {
+                    self.dlog(
+                        sink,
+                        Pipe::Stderr,
+                        format!("benchmarks/ not taken from the clone: {e:#}"),
+                    )
+                    .await
+                }
+            }
+        }
+        let bench_dir = if bench_tar.is_some() {
+            format!("{}/benchmarks", facts.workdir.trim_end_matches('/'))
+        } else if let Some(d) = facts.bench_dirs.first() {
+            source = format!("image {image}");
+            d.clone()
+        } else {
+            String::new()
+        };
+        Benchmarks {
+            tar: bench_tar,
+            dir: bench_dir,
+            source,
+        }
+    }
+
+    /// What the chosen invocation needs and cannot have: a benchmarks folder for a script,
+    /// a dataset where the plan says it is.
+    fn check_invocation(
+        &self,
+        invocation: &Invocation,
+        bench_dir: &str,
+        image: &str,
+        commit: &str,
+    ) -> Result<(), RunEnd> {
         if matches!(invocation.program, Program::Script(_)) && bench_dir.is_empty() {
             return Err(bench_invalid(format!(
                 "no benchmarks folder: {} and {image} has none at {}",
@@ -505,24 +552,23 @@ impl DockerRuntime {
                 )));
             }
         }
-        if !source.is_empty() {
-            sink.send(prov("bench_source", format!("{source} → {bench_dir}")))
-                .await;
-        }
-        let runner = match (bench_module, facts.vllm_cli.as_deref()) {
-            (true, _) => rewrite::CliRunner::BenchModule,
-            (false, Some(c)) => rewrite::CliRunner::Console(c),
-            (false, None) => rewrite::CliRunner::EntryModule,
+        Ok(())
+    }
+
+    /// The setup said: the client's flags and where they came from, each rewrite, the argv
+    /// (secrets redacted), the dataset mounts — to the run's log and its provenance.
+    async fn tell_setup(
+        &self,
+        sink: &RunSink,
+        invocation: &Invocation,
+        resolved: &Resolved,
+        client_source: &str,
+        interp: &str,
+    ) {
+        let prov = |k: &str, v: String| RuntimeMsg::Provenance {
+            key: k.into(),
+            value: v,
         };
-        let resolved = invocation.resolve(&interp, &bench_dir, runner);
-        let mut env: Vec<String> = invocation
-            .env
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        if let Some(p) = &facts.pythonpath {
-            env.push(format!("PYTHONPATH={p}"));
-        }
         self.dlog(
             sink,
             Pipe::Stdout,
@@ -557,13 +603,6 @@ impl DockerRuntime {
                 .collect();
             sink.send(prov("dataset_mounts", json(&m))).await;
         }
-        Ok(Setup {
-            facts,
-            resolved,
-            invocation,
-            bench_tar,
-            env,
-        })
     }
 
     /// The probe container of this setup, made on first need.
@@ -701,6 +740,41 @@ pub(crate) fn dataset_binds(inv: &Invocation) -> Vec<String> {
 }
 
 /// JSON text of a provenance value (provenance is kept as text in the event log).
+/// Each program a benchmark may run as, with whether through the benchmark module: `vllm
+/// bench` through the CLI, else through the module when the image's CLI cannot start
+/// (found by asking), else the era's script.
+fn programs_for(
+    launcher: &crate::command::Launcher,
+    kind: crate::kind::BenchKind,
+    cli_bench: bool,
+) -> Vec<(Program, bool)> {
+    match (launcher, kind) {
+        (crate::command::Launcher::VllmBench { sub }, _) if cli_bench => {
+            vec![
+                (Program::Cli(sub.clone()), false),
+                (Program::Cli(sub.clone()), true),
+            ]
+        }
+        (_, k) => {
+            let mut v = vec![(Program::Script(rewrite::script_of(k)), false)];
+            if let Some(sub) = k.cli_sub() {
+                if cli_bench {
+                    v.push((Program::Cli(sub.into()), false));
+                    v.push((Program::Cli(sub.into()), true));
+                }
+            }
+            v
+        }
+    }
+}
+
+/// The benchmarks folder a run uses, and where it came from (for provenance).
+struct Benchmarks {
+    tar: Option<Vec<u8>>,
+    dir: String,
+    source: String,
+}
+
 fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
