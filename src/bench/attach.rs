@@ -102,7 +102,7 @@ fn first_frame(store: &Path, w: u16, h: u16) -> Result<Duration, String> {
         Theme::builtin("dark").ok_or("no dark theme")?,
         KeyMap::default(),
     );
-    app.state = state;
+    app.night.state = state;
     app.attached = true;
     let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h))
         .map_err(|e| e.to_string())?;

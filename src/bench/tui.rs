@@ -139,7 +139,7 @@ pub(crate) fn busy_app(runs: usize, lines: usize) -> App {
             at,
         );
     }
-    app.now_ms = at + 60_000;
+    app.night.now_ms = at + 60_000;
     app.sim_gpu_tick();
     app
 }
@@ -163,11 +163,11 @@ pub fn run(runs: usize) -> i32 {
     let ingest = t0.elapsed();
     println!(
         "tui bench: {} runs, {} log lines folded in {:.2}s ({:.0} lines/s); {} lines kept in memory",
-        app.plan.runs.len(),
-        app.lines_seen,
+        app.night.plan.runs.len(),
+        app.night.lines_seen,
         ingest.as_secs_f64(),
-        app.lines_seen as f64 / ingest.as_secs_f64(),
-        app.lines_in_memory
+        app.night.lines_seen as f64 / ingest.as_secs_f64(),
+        app.night.lines_in_memory
     );
     let mut term = Terminal::new(TestBackend::new(160, 48)).expect("terminal");
     for (name, setup) in [

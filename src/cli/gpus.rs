@@ -30,7 +30,7 @@ pub fn main(samples: usize, every: Duration, (width, height): (u16, u16)) -> i32
             let n = s.iter().map(|(g, _)| g.index + 1).max().unwrap_or(0);
             let a = app.get_or_insert_with(|| {
                 let mut a = App::new(plan.clone(), n, theme.clone(), KeyMap::default());
-                a.runtime = "docker".into();
+                a.night.runtime = "docker".into();
                 a
             });
             last = Some(s.clone());

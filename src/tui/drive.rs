@@ -99,7 +99,7 @@ where
             || (dirty && last_draw.elapsed() >= opts.refresh)
             || last_draw.elapsed() >= Duration::from_secs(1)
         {
-            app.now_ms = crate::event::now_ms();
+            app.night.now_ms = crate::event::now_ms();
             app.load_logs_from_disk();
             screen
                 .terminal()
@@ -110,7 +110,7 @@ where
         }
         tokio::select! {
             Some(m) = rx.recv() => {
-                let held_before = app.state.counts().held;
+                let held_before = app.night.state.counts().held;
                 take(app, m);
                 // Take what is already there in one go; a flood must not starve keys.
                 for _ in 0..20_000 {
@@ -137,14 +137,14 @@ where
                 dirty = true;
             }
             _ = gpu_tick.tick(), if opts.simulate_gpus => {
-                app.now_ms = crate::event::now_ms();
+                app.night.now_ms = crate::event::now_ms();
                 app.sim_gpu_tick();
                 dirty = true;
             }
             _ = tick.tick() => {}
             r = &mut *ended, if !out.sweep_done => {
                 out.sweep_done = true;
-                app.finished = true;
+                app.night.finished = true;
                 // What was sent before the end is still worth showing.
                 while let Ok(m) = rx.try_recv() {
                     take(app, m);

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 /// [`App::report_options`]): the store's calibration and the sweep's own repeats, else
 /// single runs say "threshold uncalibrated".
 pub fn report(app: &App) -> (Vec<RunDoc>, Report) {
-    let docs = app.docs();
+    let docs = app.night.docs();
     let refs: Vec<&RunDoc> = docs.iter().collect();
-    let r = report::build(&refs, &app.report_options());
+    let r = report::build(&refs, &app.seen().report_options());
     (docs, r)
 }
 
@@ -85,9 +85,9 @@ pub fn csv(app: &App) -> String {
     );
     let (_, r) = report(app);
     let stats = stats_by_key(&r);
-    for spec in &app.plan.runs {
-        let c = app.plan.commit_of(spec);
-        let r = app.state.run(spec.id);
+    for spec in &app.night.plan.runs {
+        let c = app.night.plan.commit_of(spec);
+        let r = app.night.state.run(spec.id);
         let (hk, hv) = headline(&r.metrics)
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .unwrap_or_default();
@@ -119,12 +119,13 @@ pub fn json(app: &App) -> serde_json::Value {
     let (_, r) = report(app);
     let stats = stats_by_key(&r);
     let runs: Vec<_> = app
+        .night
         .plan
         .runs
         .iter()
         .map(|spec| {
-            let c = app.plan.commit_of(spec);
-            let r = app.state.run(spec.id);
+            let c = app.night.plan.commit_of(spec);
+            let r = app.night.state.run(spec.id);
             serde_json::json!({
                 "key": spec.key,
                 "commit": c.commit,
@@ -143,7 +144,7 @@ pub fn json(app: &App) -> serde_json::Value {
             })
         })
         .collect();
-    serde_json::json!({ "sweep": app.plan.name, "runs": runs, "commits": r.rows, "summary": r.summary })
+    serde_json::json!({ "sweep": app.night.plan.name, "runs": runs, "commits": r.rows, "summary": r.summary })
 }
 
 /// Write `<base>.csv` and `<base>.json`; `base` defaults to `nightshift-<sweep>-results`.
@@ -154,7 +155,7 @@ pub fn write(app: &App, base: Option<&str>) -> anyhow::Result<(PathBuf, PathBuf)
                 .trim_end_matches(".json")
                 .to_string()
         })
-        .unwrap_or_else(|| format!("nightshift-{}-results", app.plan.name));
+        .unwrap_or_else(|| format!("nightshift-{}-results", app.night.plan.name));
     let csv_p = Path::new(&format!("{base}.csv")).to_path_buf();
     let json_p = Path::new(&format!("{base}.json")).to_path_buf();
     std::fs::write(&csv_p, csv(app))?;

@@ -74,8 +74,8 @@ pub(crate) fn sign(app: &App, cmd: Command) -> Command {
     };
     let saw = cmd
         .run()
-        .filter(|r| (r.0 as usize) < app.state.runs.len())
-        .map(|r| app.state.run(r).state.clone());
+        .filter(|r| (r.0 as usize) < app.night.state.runs.len())
+        .map(|r| app.night.state.run(r).state.clone());
     Command::Signed {
         by,
         saw,

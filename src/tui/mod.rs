@@ -166,14 +166,14 @@ pub(crate) fn on_mouse(app: &mut App, kind: MouseEventKind, x: u16, y: u16) {
             let q = app.hits.queue_rows.get();
             if app.ui.view == View::Sweep && inside(q, x, y) {
                 let row = app.hits.queue_offset.get() + (y - q.y) as usize;
-                if row < app.cells.len() {
+                if row < app.night.cells.len() {
                     app.ui.auto_select = false;
                     app.ui.focus = Pane::Queue;
                     app.ui.sel_commit = row;
                     let (cx, w) = app.hits.queue_cells_x.get();
                     if x >= cx && w > 0 {
-                        app.ui.sel_variant =
-                            (((x - cx) / w) as usize).min(app.variants.len().saturating_sub(1));
+                        app.ui.sel_variant = (((x - cx) / w) as usize)
+                            .min(app.night.variants.len().saturating_sub(1));
                     }
                     app.ui.log_scroll = 0;
                     app.ui.follow = true;
@@ -202,8 +202,8 @@ fn open_pager(guard: &mut terminal::Guard, app: &mut App, run: crate::model::Run
         app.ui.toast = Some("no log directory for this sweep".into());
         return;
     };
-    let key = &app.plan.runs[run.0 as usize].key;
-    let attempt = app.state.run(run).attempt.max(1);
+    let key = &app.night.plan.runs[run.0 as usize].key;
+    let attempt = app.night.state.run(run).attempt.max(1);
     // The server's own log first (what the operator came for), then Docker's and the
     // pull's; this attempt's files, then the earlier attempts' (`:n` in less goes back).
     let streams: &[&str] = match app.ui.log_tab {
@@ -247,8 +247,8 @@ fn open_pager(guard: &mut terminal::Guard, app: &mut App, run: crate::model::Run
 /// a run on a remote host or on the sim has no container here, and the toast says so.
 fn open_shell(guard: &mut terminal::Guard, app: &mut App, run: crate::model::RunId) {
     use crate::model::labels::LABEL_KEY;
-    let key = app.plan.runs[run.0 as usize].key.clone();
-    if app.runtime == "sim" {
+    let key = app.night.plan.runs[run.0 as usize].key.clone();
+    if app.night.runtime == "sim" {
         app.ui.toast = Some("the sim runs no containers: no shell to open".into());
         return;
     }
@@ -321,12 +321,12 @@ fn copy_osc52(text: &str) {
 /// operator than before: the screen may be in another tab at 3 a.m.
 pub(crate) fn announce_held(app: &App, before: usize, on: bool) {
     use std::io::Write;
-    let held = app.state.counts().held;
+    let held = app.night.state.counts().held;
     if !on || held <= before {
         return;
     }
     let mut out = std::io::stdout();
-    let title = format!("nightshift: {held} held · {}", app.plan.name);
+    let title = format!("nightshift: {held} held · {}", app.night.plan.name);
     let _ = crossterm::execute!(
         out,
         crossterm::terminal::SetTitle(crate::sanitize::terminal(&title))

@@ -30,20 +30,20 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
     app.me = Some(crate::event::signer("tui"));
     // The operator's recipes too (the daemon reads the same config dir).
     if let Ok(o) = crate::overrides::Overrides::load(crate::tui::config::config_dir().as_deref()) {
-        app.recipes = o.recipes.all().iter().map(|r| r.name.clone()).collect();
+        app.night.recipes = o.recipes.all().iter().map(|r| r.name.clone()).collect();
     }
     app.log_dir = opts.log_dir.clone();
     app.attached = matches!(owner, Owner::Attached);
     if let Some(r) = runtime {
-        app.runtime = r;
+        app.night.runtime = r;
     }
     if let Some(st) = opts.initial_state.clone() {
         app.on_state(st);
     }
-    app.calibration = opts.calibration.clone();
-    app.activity = opts.initial_activity.iter().cloned().collect();
-    app.window_closes_ms = opts.window_closes_ms;
-    app.run_prior_ms = opts.run_prior_ms;
+    app.night.calibration = opts.calibration.clone();
+    app.night.activity = opts.initial_activity.iter().cloned().collect();
+    app.night.window_closes_ms = opts.window_closes_ms;
+    app.night.run_prior_ms = opts.run_prior_ms;
     let (gtx, grx) = tokio::sync::mpsc::unbounded_channel();
     if !opts.simulate_gpus {
         gpu::spawn_nvml(opts.gpu_period, gtx);
@@ -114,7 +114,7 @@ pub async fn run(plan: Arc<Plan>, link: Link, opts: TuiOptions) -> anyhow::Resul
             s.cancel();
         }
         app.ui.toast = Some("stopping: cancelling runs in flight…".into());
-        app.now_ms = crate::event::now_ms();
+        app.night.now_ms = crate::event::now_ms();
         let _ = guard.term.draw(|f| views::draw(f, &app));
         let _ = tokio::time::timeout(Duration::from_secs(15), &mut ended).await;
         while let Ok(m) = rx.try_recv() {
@@ -141,9 +141,9 @@ fn finish(
     if let Some(e) = sweep_err {
         tracing::error!("the sweep stopped: {e}");
     }
-    let c = app.state.counts();
+    let c = app.night.state.counts();
     // Done of the runnable runs, as the header said it the moment before.
-    let p = app.progress();
+    let p = app.night.progress();
     Ok(TuiExit {
         done: p.done,
         total: p.total,

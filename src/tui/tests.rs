@@ -29,7 +29,7 @@ impl Feed {
         });
     }
     pub(super) fn state(&mut self, app: &mut App, at: u64, run: u32, to: RunState) {
-        let from = app.state.run(RunId(run)).state.clone();
+        let from = app.night.state.run(RunId(run)).state.clone();
         let gpus = if matches!(
             to,
             RunState::Active {
@@ -106,7 +106,7 @@ pub(crate) fn scene() -> App {
     let plan = Arc::new(crate::plan::example::example_plan());
     let mut app = App::new(plan, 8, Theme::builtin("dark").unwrap(), KeyMap::default());
     let mut f = Feed { seq: 0 };
-    let runs = app.plan.runs.len();
+    let runs = app.night.plan.runs.len();
     f.send(
         &mut app,
         0,
@@ -242,15 +242,15 @@ pub(crate) fn scene() -> App {
             },
         );
     }
-    app.now_ms = T0 + 100_000;
+    app.night.now_ms = T0 + 100_000;
     for k in 0..30 {
-        app.now_ms = T0 + 70_000 + k * 1000;
+        app.night.now_ms = T0 + 70_000 + k * 1000;
         app.sim_gpu_tick();
     }
-    app.now_ms = T0 + 100_000;
+    app.night.now_ms = T0 + 100_000;
     // Watch the streaming benchmark.
     app.ui.auto_select = false;
-    app.ui.sel_commit = app.plan.runs[6].commit;
+    app.ui.sel_commit = app.night.plan.runs[6].commit;
     app.ui.sel_variant = 0;
     app
 }
@@ -399,7 +399,7 @@ fn popups() {
     assert_eq!(key(&mut app, 'q'), vec![]);
     assert_eq!(key(&mut app, 'y'), vec![Effect::Quit]);
     // Cancel asks too.
-    app.ui.sel_commit = app.plan.runs[6].commit;
+    app.ui.sel_commit = app.night.plan.runs[6].commit;
     app.ui.sel_variant = 0;
     key(&mut app, 'c');
     insta::assert_snapshot!("confirm_cancel_80x24", render(&app, 80, 24));
@@ -453,17 +453,17 @@ fn skip_keys_and_pause() {
 #[test]
 fn no_nvml_and_themes() {
     let mut app = scene();
-    app.gpus.clear();
+    app.night.gpus.clear();
     app.on_gpu(GpuMsg::Unavailable(
         "no NVIDIA driver (NVML): libnvidia-ml.so not found".into(),
     ));
     let s = render(&app, 120, 36);
     assert!(s.contains("no NVIDIA driver (NVML)"), "{s}");
     insta::assert_snapshot!("no_nvml_120x36", s);
-    let before = app.theme.name.clone();
+    let before = app.ui.theme.name.clone();
     key(&mut app, 't');
-    assert_ne!(app.theme.name, before);
-    app.theme = app.theme.clone().monochrome();
+    assert_ne!(app.ui.theme.name, before);
+    app.ui.theme = app.ui.theme.clone().monochrome();
     app.ui.toast = None;
     // Same text in every theme: colour is never the only signal.
     assert_eq!(render(&app, 120, 36), insta_text(&scene_no_nvml()));
@@ -471,7 +471,7 @@ fn no_nvml_and_themes() {
 
 fn scene_no_nvml() -> App {
     let mut app = scene();
-    app.gpus.clear();
+    app.night.gpus.clear();
     app.on_gpu(GpuMsg::Unavailable(
         "no NVIDIA driver (NVML): libnvidia-ml.so not found".into(),
     ));
@@ -489,7 +489,7 @@ fn log_rings_stay_bounded() {
     for i in 0..(RING_LINES + 500) {
         f.log(&mut app, 99_000, 6, Stream::Server, &format!("line {i}"));
     }
-    let ring = app.logs[6].as_ref().unwrap();
+    let ring = app.night.logs[6].as_ref().unwrap();
     assert_eq!(ring.server.len(), RING_LINES);
     assert!(ring.dropped >= 500);
     assert_eq!(
@@ -512,7 +512,7 @@ fn mouse_click_selects_and_wheel_scrolls() {
     );
     assert_eq!(app.ui.sel_commit, app.hits.queue_offset.get() + 3);
     let l = app.hits.logs.get();
-    app.ui.sel_commit = app.plan.runs[6].commit;
+    app.ui.sel_commit = app.night.plan.runs[6].commit;
     app.ui.sel_variant = 0;
     super::on_mouse(&mut app, MouseEventKind::ScrollUp, l.x + 1, l.y + 1);
     assert_eq!(app.ui.log_scroll, 3);
@@ -523,6 +523,7 @@ fn mouse_click_selects_and_wheel_scrolls() {
 fn eta_counts_remaining_gpu_demand() {
     let app = scene();
     assert!(app
+        .seen()
         .eta()
         .is_some_and(|e| e.low_ms <= e.left_ms && e.left_ms <= e.high_ms));
     assert!(app.delta_pct(RunId(1)).unwrap() > 11.0);
@@ -560,15 +561,15 @@ fn a_new_attempt_is_marked_in_the_log() {
             },
         );
     }
-    let logs = app.logs[2].as_ref().unwrap();
+    let logs = app.night.logs[2].as_ref().unwrap();
     assert_eq!(&*logs.server.back().unwrap().text, "──── attempt 2 ────");
-    assert_eq!(app.state.run(RunId(2)).attempt, 2);
+    assert_eq!(app.night.state.run(RunId(2)).attempt, 2);
 }
 
 #[test]
 fn nvml_samples_name_the_holder_and_flag_foreign_processes() {
     let mut app = scene();
-    app.gpus.clear();
+    app.night.gpus.clear();
     let sample = |index: u32| crate::event::GpuSample {
         index,
         name: "NVIDIA H100 80GB HBM3".into(),
@@ -584,9 +585,9 @@ fn nvml_samples_name_the_holder_and_flag_foreign_processes() {
         (sample(5), vec![4242]),
         (sample(6), vec![777]),
     ]));
-    assert_eq!(app.gpus[6].sample.run, Some(RunId(6)));
-    assert_eq!(app.gpus[5].foreign, 1);
-    assert_eq!(app.gpus[6].foreign, 0);
+    assert_eq!(app.night.gpus[6].sample.run, Some(RunId(6)));
+    assert_eq!(app.night.gpus[5].foreign, 1);
+    assert_eq!(app.night.gpus[6].foreign, 0);
     let s = render(&app, 160, 48);
     assert!(s.contains("⚠ 1 foreign proc"), "{s}");
     assert!(s.contains("0   no sample"), "{s}");
@@ -596,14 +597,14 @@ fn nvml_samples_name_the_holder_and_flag_foreign_processes() {
 #[test]
 fn a_prefetch_build_log_shows_in_the_waiting_runs_pane() {
     let mut app = scene();
-    let run = (0..app.plan.runs.len())
+    let run = (0..app.night.plan.runs.len())
         .map(|i| RunId(i as u32))
         .find(|r| {
-            app.state.run(*r).state == RunState::Queued
-                && app.plan.runs[r.0 as usize].image.is_some()
+            app.night.state.run(*r).state == RunState::Queued
+                && app.night.plan.runs[r.0 as usize].image.is_some()
         })
         .expect("a queued run with an image");
-    let image = app.plan.runs[run.0 as usize].image.clone().unwrap();
+    let image = app.night.plan.runs[run.0 as usize].image.clone().unwrap();
     let mut feed = Feed { seq: 10_000 };
     for (status, detail) in [
         (
@@ -687,7 +688,7 @@ fn an_action_key_acts_on_the_run_the_operator_saw() {
     // Between that frame and the key, the watched run ends and the selection follows the
     // newest active run.
     let mut f = Feed { seq: 20_000 };
-    let from = app.state.run(seen).state.clone();
+    let from = app.night.state.run(seen).state.clone();
     f.send(
         &mut app,
         200_000,
@@ -766,7 +767,7 @@ fn the_results_chart_judges_with_the_stores_calibration() {
     assert_eq!(hb.method, Some(Method::Uncalibrated));
     let primary = hb.primary.clone().expect("a headline metric");
     let class = crate::stats::band::size_class(row.cells[0].model.as_deref());
-    app.calibration.bands.insert(
+    app.night.calibration.bands.insert(
         Calibration::key(&primary, class),
         Band {
             sigma: 0.01,
@@ -808,6 +809,7 @@ fn the_results_chart_learns_bands_from_the_whole_night() {
     );
     let mut f = Feed { seq: 0 };
     let specs: Vec<(u32, bool, u32)> = app
+        .night
         .plan
         .runs
         .iter()
@@ -897,7 +899,7 @@ fn failure_groups_show_as_one_row_and_one_key_decides_for_all() {
             },
         );
     }
-    let groups = app.failure_groups();
+    let groups = app.seen().failure_groups();
     assert_eq!(groups.len(), 2, "{groups:#?}");
     assert_eq!(groups[0].count, 4);
     let id = groups[0].id.clone();
@@ -982,14 +984,14 @@ fn failure_groups_show_as_one_row_and_one_key_decides_for_all() {
 #[test]
 fn the_header_shows_the_window_and_says_when_the_estimate_ends_after_it() {
     let mut app = scene();
-    let left = app.eta().expect("an estimate").left_ms;
-    app.window_closes_ms = Some(app.now_ms + left + 3_600_000);
+    let left = app.seen().eta().expect("an estimate").left_ms;
+    app.night.window_closes_ms = Some(app.night.now_ms + left + 3_600_000);
     let top = render(&app, 160, 48).lines().next().unwrap().to_string();
     assert!(
         top.contains("window ") && !top.contains("ends after"),
         "{top}"
     );
-    app.window_closes_ms = Some(app.now_ms + left / 2);
+    app.night.window_closes_ms = Some(app.night.now_ms + left / 2);
     let top = render(&app, 160, 48).lines().next().unwrap().to_string();
     assert!(top.contains("(ends after)"), "{top}");
 }

@@ -11,7 +11,7 @@ use crate::event::GpuSample;
 /// started, as on the box in the issue; so does GPU 9, below the panel's last line.
 fn h200s() -> App {
     let mut app = scene();
-    app.gpus.clear();
+    app.night.gpus.clear();
     let sample =
         |index: u32, util_pct: u32, mem_used_mib: u64, temp_c: u32, power_w: u32| GpuSample {
             index,
@@ -121,36 +121,36 @@ fn sparklines_come_back_when_there_is_room() {
 fn idle_gpus_say_which_waiting_run_they_are_kept_for() {
     use crate::model::{Outcome, RunId, RunState};
     let mut app = h200s();
-    let runs = app.plan.runs.len();
+    let runs = app.night.plan.runs.len();
     let big = (0..runs)
         .find(|&i| {
-            app.plan.runs[i].gpus == 8
-                && app.plan.runs[i].skip_reason.is_none()
-                && app.state.runs[i].state == RunState::Queued
+            app.night.plan.runs[i].gpus == 8
+                && app.night.plan.runs[i].skip_reason.is_none()
+                && app.night.state.runs[i].state == RunState::Queued
         })
         .expect("a queued TP-8 run");
     // A variant of its commit has run: the scheduler takes it first, and the free GPUs
     // are kept for it.
-    let commit = app.plan.runs[big].commit;
+    let commit = app.night.plan.runs[big].commit;
     let sib = (0..runs)
-        .find(|&j| j != big && app.plan.runs[j].commit == commit)
+        .find(|&j| j != big && app.night.plan.runs[j].commit == commit)
         .unwrap();
-    app.state.runs[sib].started_ms = Some(1);
-    app.state.runs[sib].state = RunState::Finished {
+    app.night.state.runs[sib].started_ms = Some(1);
+    app.night.state.runs[sib].state = RunState::Finished {
         outcome: Outcome::Success,
     };
     // While a started commit's 1-GPU run waits, it goes first and fits: no reason given.
-    assert_eq!(app.idle_reason(), None);
+    assert_eq!(app.night.idle_reason(), None);
     for j in 0..runs {
-        if j != big && app.state.runs[j].state == RunState::Queued {
-            app.state.runs[j].state = RunState::Finished {
+        if j != big && app.night.state.runs[j].state == RunState::Queued {
+            app.night.state.runs[j].state = RunState::Finished {
                 outcome: Outcome::skipped(crate::model::SkipBy::Plan, "test"),
             };
         }
     }
-    assert_eq!(app.idle_reason(), Some(Some((RunId(big as u32), 8))));
+    assert_eq!(app.night.idle_reason(), Some(Some((RunId(big as u32), 8))));
     let s = render(&app, 200, 60);
     assert!(s.contains(&format!("kept for #{big} (8 GPUs)")), "{s}");
-    app.state.paused = Some("paused by the operator".into());
-    assert_eq!(app.idle_reason(), Some(None));
+    app.night.state.paused = Some("paused by the operator".into());
+    assert_eq!(app.night.idle_reason(), Some(None));
 }

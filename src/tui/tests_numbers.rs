@@ -11,7 +11,8 @@ use crate::model::{Outcome, RunId, RunState, Stage};
 
 /// The first `n` runs the plan can run, past the ones [`scene`] uses.
 fn runnable(app: &App, n: usize) -> Vec<u32> {
-    app.plan
+    app.night
+        .plan
         .runs
         .iter()
         .filter(|s| s.skip_reason.is_none() && s.id.0 > 20)
@@ -22,11 +23,12 @@ fn runnable(app: &App, n: usize) -> Vec<u32> {
 
 fn select(app: &mut App, run: u32) {
     app.ui.auto_select = false;
-    app.ui.sel_commit = app.plan.runs[run as usize].commit;
+    app.ui.sel_commit = app.night.plan.runs[run as usize].commit;
     app.ui.sel_variant = app
+        .night
         .variants
         .iter()
-        .position(|v| *v == app.plan.runs[run as usize].variant)
+        .position(|v| *v == app.night.plan.runs[run as usize].variant)
         .unwrap();
 }
 
@@ -100,7 +102,7 @@ fn a_stage_time_leaves_out_the_time_held() {
     let run = runnable(&app, 1)[0];
     hold(&mut app, &mut f, 150_000, run, Category::ImageNotFound);
     f.state(&mut app, 3_750_000, run, skipped());
-    app.now_ms = T0 + 3_800_000;
+    app.night.now_ms = T0 + 3_800_000;
     select(&mut app, run);
     let s = render(&app, 160, 48);
     assert!(
@@ -140,22 +142,22 @@ fn elapsed_on_a_finished_sweep_is_its_recorded_length() {
         120_000,
         Event::SweepFinished { interrupted: false },
     );
-    app.finished = true;
-    app.now_ms = T0 + 3_600_000;
+    app.night.finished = true;
+    app.night.now_ms = T0 + 3_600_000;
     let s = render(&app, 160, 48);
     // The scene's last run ended (its agent run held) at 60 s; it started at 0.
     assert!(s.contains("elapsed 1m00s"), "{s}");
     // Nothing more will run: no time left to estimate.
     assert!(s.contains("ETA —"), "{s}");
-    app.now_ms = T0 + 7_200_000;
+    app.night.now_ms = T0 + 7_200_000;
     assert!(render(&app, 160, 48).contains("elapsed 1m00s"));
     // The same state as the daemon's snapshot on attach (this client saw no end event).
     let mut fresh = scene();
-    let mut st = app.state.clone();
+    let mut st = app.night.state.clone();
     st.finished = true;
-    fresh.finished = false;
+    fresh.night.finished = false;
     fresh.on_state(st);
-    fresh.now_ms = T0 + 7_200_000;
+    fresh.night.now_ms = T0 + 7_200_000;
     let s = render(&fresh, 160, 48);
     assert!(s.contains("FINISHED") && s.contains("elapsed 1m00s"), "{s}");
 }
@@ -167,10 +169,10 @@ fn a_requeued_run_shows_no_old_gpu() {
     let mut f = Feed { seq: 1_000 };
     let run = runnable(&app, 1)[0];
     hold(&mut app, &mut f, 150_000, run, Category::CudaOom);
-    assert!(!app.state.run(RunId(run)).gpus.is_empty());
+    assert!(!app.night.state.run(RunId(run)).gpus.is_empty());
     f.state(&mut app, 200_000, run, RunState::Queued);
     select(&mut app, run);
-    assert!(app.state.run(RunId(run)).gpus.is_empty());
+    assert!(app.night.state.run(RunId(run)).gpus.is_empty());
     let s = render(&app, 160, 48);
     let line = s
         .lines()
@@ -186,6 +188,7 @@ fn progress_counts_runnable_runs_only() {
     let mut app = scene();
     let mut f = Feed { seq: 1_000 };
     let unrunnable: Vec<u32> = app
+        .night
         .plan
         .runs
         .iter()
@@ -199,7 +202,7 @@ fn progress_counts_runnable_runs_only() {
         };
         f.state(&mut app, 1_600, *r, to);
     }
-    let total = app.plan.runs.len() - unrunnable.len();
+    let total = app.night.plan.runs.len() - unrunnable.len();
     let s = render(&app, 160, 48);
     assert!(s.contains(&format!(" 4/{total} done ")), "{s}");
     assert!(s.contains("   1%"), "{s}");
@@ -243,7 +246,7 @@ fn the_diagnosis_banner_leaves_once_the_run_is_fixed_or_skipped() {
     select(&mut app, 2);
     assert!(render(&app, 160, 48).contains(banner));
     // Fixed: re-queued with the fix, before its next attempt starts.
-    let from = app.state.run(RunId(2)).state.clone();
+    let from = app.night.state.run(RunId(2)).state.clone();
     f.send(
         &mut app,
         100_000,

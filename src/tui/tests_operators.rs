@@ -24,9 +24,9 @@ fn by_ana(app: &mut App, f: &mut Feed, at: u64, command: Command) {
 
 /// A queued run of the scene's (nobody decided it yet).
 fn queued(app: &App) -> RunId {
-    (0..app.plan.runs.len() as u32)
+    (0..app.night.plan.runs.len() as u32)
         .map(RunId)
-        .find(|r| app.state.run(*r).state == crate::model::RunState::Queued)
+        .find(|r| app.night.state.run(*r).state == crate::model::RunState::Queued)
         .expect("a queued run")
 }
 
@@ -38,7 +38,7 @@ fn another_operators_action_is_a_toast_and_mine_is_not() {
     let r = queued(&app);
     by_ana(&mut app, &mut f, 200_000, Command::Retry { run: r });
     let toast = app.ui.toast.clone().unwrap_or_default();
-    let k = &app.plan.runs[r.0 as usize].key;
+    let k = &app.night.plan.runs[r.0 as usize].key;
     assert!(toast.starts_with("⚑ ana@tui:77"), "{toast}");
     assert!(
         toast.contains(&format!("retry {k}")) && toast.ends_with("done"),
@@ -58,6 +58,7 @@ fn another_operators_action_is_a_toast_and_mine_is_not() {
     assert_eq!(app.ui.toast, None);
     // The policy's decisions are logged, not toasted.
     assert!(app
+        .night
         .activity
         .iter()
         .any(|e| e.source == "bo@tui:5 (uid 1001)"));
@@ -71,7 +72,7 @@ fn a_decision_on_a_run_another_operator_just_decided_asks_first() {
     let r = queued(&app);
     by_ana(&mut app, &mut f, 200_000, Command::Retry { run: r });
     app.select_run(r);
-    app.now_ms = T0 + 200_000 + 7_000;
+    app.night.now_ms = T0 + 200_000 + 7_000;
     let fx = key(&mut app, 's');
     assert!(
         fx.is_empty(),
@@ -90,7 +91,7 @@ fn a_decision_on_a_run_another_operator_just_decided_asks_first() {
     key(&mut app, 's');
     assert!(key(&mut app, 'n').is_empty());
     // Long after ana's decision, or a run nobody touched: sent at once.
-    app.now_ms = T0 + 200_000 + OVERRIDE_ASK_MS + 1;
+    app.night.now_ms = T0 + 200_000 + OVERRIDE_ASK_MS + 1;
     assert_eq!(
         key(&mut app, 's'),
         vec![Effect::Send(Command::Skip { run: r })]
@@ -126,13 +127,13 @@ fn the_three_way_view_acts_on_one_cell_it_names() {
     app.ui.sel_commit = 0;
     app.ui.sel_variant = 0;
     app.ui.auto_select = false;
-    let key0 = app.plan.runs[app.selected_run().unwrap().0 as usize]
+    let key0 = app.night.plan.runs[app.selected_run().unwrap().0 as usize]
         .key
         .clone();
     assert!(render(&app, 80, 24).contains(&format!("▸ {key0}")));
     key(&mut app, 'l');
     let r = app.selected_run().unwrap();
-    let key1 = app.plan.runs[r.0 as usize].key.clone();
+    let key1 = app.night.plan.runs[r.0 as usize].key.clone();
     assert_ne!(key0, key1);
     let screen = render(&app, 80, 24);
     assert!(screen.contains(&format!("▸ {key1}")), "{screen}");
@@ -140,7 +141,7 @@ fn the_three_way_view_acts_on_one_cell_it_names() {
     let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
     t.draw(|f| super::views::draw(f, &app)).unwrap();
     let buf = t.backend().buffer();
-    let sel_bg = app.theme.selected_bg;
+    let sel_bg = app.ui.theme.selected_bg;
     let rows: Vec<u16> = (0..24u16)
         .filter(|&y| (0..80u16).any(|x| buf[(x, y)].bg == sel_bg))
         .collect();
@@ -178,7 +179,7 @@ fn eighty_columns_drop_whole_columns() {
         .lines()
         .find(|l| l.contains("│ commit"))
         .expect("the queue's header");
-    for v in &app.variants {
+    for v in &app.night.variants {
         let v = v.to_string();
         let shown: String = v.chars().take(6).collect();
         assert!(head.contains(&shown), "{v} has a column: {head}");
@@ -243,9 +244,9 @@ fn a_recipe_name_is_checked_and_completed_where_it_is_typed() {
     use crossterm::event::KeyCode;
     let mut app = scene();
     assert!(
-        app.recipes.iter().any(|r| r == "aimv2-exist-ok"),
+        app.night.recipes.iter().any(|r| r == "aimv2-exist-ok"),
         "{:?}",
-        app.recipes
+        app.night.recipes
     );
     let fx = app.run_command_line("fix-group bogus");
     assert!(fx.is_empty(), "nothing sent: {fx:?}");
@@ -276,7 +277,7 @@ fn a_recipe_name_is_checked_and_completed_where_it_is_typed() {
         app.ui.input.as_ref().unwrap().text,
         "fix-group aimv2-exist-ok "
     );
-    let (_, many) = super::app::complete("s", &app.recipes);
+    let (_, many) = super::app::complete("s", &app.night.recipes);
     assert!(
         many.len() > 2 && many.iter().all(|c| c.starts_with('s')),
         "{many:?}"

@@ -39,13 +39,17 @@ fn highlighted(app: &App, w: u16, h: u16) -> Option<String> {
     let r = app.hits.results_rows.get();
     let buf = t.backend().buffer();
     (r.y..r.y + r.height)
-        .find(|&y| buf[(r.x, y)].bg == app.theme.selected_bg)
+        .find(|&y| buf[(r.x, y)].bg == app.ui.theme.selected_bg)
         .map(|y| (r.x..r.x + r.width).map(|x| buf[(x, y)].symbol()).collect())
 }
 
 fn variant_of(app: &App, run: u32) -> String {
-    let spec = &app.plan.runs[run as usize];
-    format!("{} {}", app.plan.commit_of(spec).short(), spec.variant)
+    let spec = &app.night.plan.runs[run as usize];
+    format!(
+        "{} {}",
+        app.night.plan.commit_of(spec).short(),
+        spec.variant
+    )
 }
 
 /// Run `run`'s row is the highlighted one: its commit and variant, in that order.
@@ -97,7 +101,7 @@ fn a_resync_from_the_daemon_keeps_the_selected_run() {
     assert_highlighted(&app, 11);
     // Events were dropped; the daemon sends its whole state, in which run 10 was retried
     // and came back held: a row appears above the selection.
-    let mut st = app.state.clone();
+    let mut st = app.night.state.clone();
     st.runs[10].state = RunState::Held {
         category: Category::CudaOom,
     };
@@ -118,7 +122,7 @@ fn a_new_sort_keeps_the_selected_run() {
         key(&mut app, 'j');
     }
     let x = app.action_run().expect("a selected run");
-    assert_eq!(app.state.run(x).state, RunState::Queued);
+    assert_eq!(app.night.state.run(x).state, RunState::Queued);
     let before = app.result_rows().iter().position(|r| *r == x);
     assert_highlighted(&app, x.0);
     // By variant: every baseline first, so the run moves up the list.
@@ -266,12 +270,12 @@ fn the_activity_pane_names_who_did_what_and_asks_again_on_a_conflict() {
     let mut app = scene();
     app.me = Some("me@tui:1".into());
     let mut f = Feed { seq: 10_000 };
-    let q = (0..app.state.runs.len() as u32)
-        .find(|i| app.state.run(RunId(*i)).state == RunState::Queued)
+    let q = (0..app.night.state.runs.len() as u32)
+        .find(|i| app.night.state.run(RunId(*i)).state == RunState::Queued)
         .expect("a queued run in the scene");
-    let done = (0..app.state.runs.len() as u32)
+    let done = (0..app.night.state.runs.len() as u32)
         .find(|i| {
-            app.state.run(RunId(*i)).state
+            app.night.state.run(RunId(*i)).state
                 == RunState::Finished {
                     outcome: Outcome::Success,
                 }
@@ -298,7 +302,7 @@ fn the_activity_pane_names_who_did_what_and_asks_again_on_a_conflict() {
     );
     let toast = app.ui.toast.clone().unwrap_or_default();
     assert!(toast.contains("was just skipped by ana@tui:77"), "{toast}");
-    assert!(app.activity.len() >= 2, "{:?}", app.activity);
+    assert!(app.night.activity.len() >= 2, "{:?}", app.night.activity);
     assert!(key(&mut app, 'A').is_empty());
     assert!(matches!(app.ui.popup, Some(Popup::Activity { .. })));
     let screen = render(&app, 120, 36);
@@ -312,7 +316,7 @@ fn the_activity_pane_names_who_did_what_and_asks_again_on_a_conflict() {
     assert!(app.ui.popup.is_none());
 
     // `u` on the skipped run: the undo; on a run nobody skipped: a word, no command.
-    assert_eq!(app.state.run(RunId(q)).state, skipped());
+    assert_eq!(app.night.state.run(RunId(q)).state, skipped());
     app.hits.shown.set(Some(RunId(q)));
     assert_eq!(
         key(&mut app, 'u'),
@@ -333,15 +337,15 @@ fn the_activity_pane_names_who_did_what_and_asks_again_on_a_conflict() {
 #[test]
 fn y_copies_the_command_and_the_shell_needs_a_running_container() {
     let mut app = scene();
-    let active = (0..app.state.runs.len() as u32)
-        .find(|i| app.state.run(RunId(*i)).state.is_active())
+    let active = (0..app.night.state.runs.len() as u32)
+        .find(|i| app.night.state.run(RunId(*i)).state.is_active())
         .expect("a running run in the scene");
-    let queued = (0..app.state.runs.len() as u32)
-        .find(|i| app.state.run(RunId(*i)).state == RunState::Queued)
+    let queued = (0..app.night.state.runs.len() as u32)
+        .find(|i| app.night.state.run(RunId(*i)).state == RunState::Queued)
         .unwrap();
     app.hits.shown.set(Some(RunId(active)));
-    let spec = &app.plan.runs[active as usize];
-    let cmd = app.plan.commit_of(spec).perf_command.clone().unwrap();
+    let spec = &app.night.plan.runs[active as usize];
+    let cmd = app.night.plan.commit_of(spec).perf_command.clone().unwrap();
     assert_eq!(key(&mut app, 'y'), vec![Effect::Copy(cmd)]);
     app.hits.shown.set(Some(RunId(active)));
     assert_eq!(key(&mut app, '!'), vec![Effect::Shell(RunId(active))]);
@@ -376,10 +380,11 @@ fn w_wraps_long_log_lines() {
 #[test]
 fn the_detail_popup_shows_the_numbers_first_and_scrolls() {
     let mut app = scene();
-    let done = (0..app.state.runs.len() as u32)
-        .find(|i| !app.state.run(RunId(*i)).metrics.is_empty())
+    let done = (0..app.night.state.runs.len() as u32)
+        .find(|i| !app.night.state.run(RunId(*i)).metrics.is_empty())
         .expect("a run with metrics in the scene");
     let first_metric = app
+        .night
         .state
         .run(RunId(done))
         .metrics
@@ -455,9 +460,9 @@ fn the_three_way_view_filters_by_verdict() {
 fn no_theme_draws_text_in_its_background_colour() {
     for name in ["dark", "light", "high-contrast"] {
         let mut app = scene();
-        app.theme = crate::tui::theme::Theme::builtin(name).unwrap();
-        let held = (0..app.state.runs.len() as u32)
-            .find(|i| matches!(app.state.run(RunId(*i)).state, RunState::Held { .. }))
+        app.ui.theme = crate::tui::theme::Theme::builtin(name).unwrap();
+        let held = (0..app.night.state.runs.len() as u32)
+            .find(|i| matches!(app.night.state.run(RunId(*i)).state, RunState::Held { .. }))
             .expect("a held run in the scene");
         for view in ['1', '3', '4'] {
             key(&mut app, view);
@@ -467,7 +472,7 @@ fn no_theme_draws_text_in_its_background_colour() {
                 let at = rows.iter().position(|r| r.0 == held).unwrap();
                 app.ui.results.selected.select_row(&rows, at);
             } else {
-                app.ui.sel_commit = app.plan.runs[held as usize].commit;
+                app.ui.sel_commit = app.night.plan.runs[held as usize].commit;
             }
             let mut t = Terminal::new(TestBackend::new(120, 40)).unwrap();
             t.draw(|f| super::views::draw(f, &app)).unwrap();
@@ -496,4 +501,39 @@ fn no_theme_draws_text_in_its_background_colour() {
             }
         }
     }
+}
+
+/// A key moves one operator through the night and changes nothing of it: two `Ui`s over
+/// one night keep their own selections, filters and views, and each one's keys act on the
+/// run that one sees.
+#[test]
+fn two_operators_over_one_night_each_move_their_own_way() {
+    use super::app::Ui;
+    use super::keymap::Key;
+    let mut app = scene();
+    let mut f = Feed { seq: 10_000 };
+    held(&mut app, &mut f, &[10, 11, 12]);
+    let mut other = Ui::new(app.ui.theme.clone());
+    let before = serde_json::to_value(&app.night.state).unwrap();
+
+    app.run_command_line("filter status=held");
+    key(&mut app, 'j');
+    assert_eq!(app.action_run(), Some(RunId(10)));
+
+    // The other operator is still on the sweep view, with no filter: their `j` moves
+    // their queue selection, and their `s` skips what they see, not run 10.
+    assert_eq!(other.view, View::Sweep);
+    other.on_key(&app.seen(), Key::ch('j'));
+    let theirs = other.action_run(&app.seen());
+    assert!(theirs.is_some_and(|r| r != RunId(10)), "{theirs:?}");
+    assert_eq!(
+        other.on_key(&app.seen(), Key::ch('s')),
+        theirs
+            .map(|run| vec![Effect::Send(Command::Skip { run })])
+            .unwrap_or_default()
+    );
+    // Neither moved the other, and no key changed the night.
+    assert_eq!(app.action_run(), Some(RunId(10)));
+    assert_eq!(app.ui.view, View::Results);
+    assert_eq!(serde_json::to_value(&app.night.state).unwrap(), before);
 }

@@ -3,14 +3,14 @@
 
 use super::*;
 
-impl App {
+impl Ui {
     /// A key while a popup is open: `Some` when the popup took it, `None` when it goes on
     /// to the screen beneath (a run's key from its detail closes the detail first).
-    pub(super) fn on_popup_action(&mut self, action: Action) -> Option<Vec<Effect>> {
-        if let Some(Popup::Help { scroll }) = &mut self.ui.popup {
+    pub(super) fn on_popup_action(&mut self, at: &Seen<'_>, action: Action) -> Option<Vec<Effect>> {
+        if let Some(Popup::Help { scroll }) = &mut self.popup {
             // Clamped to the last drawn size: lines scrolled past the end would have to be
             // scrolled back, unseen, before the screen moves again.
-            let max = self.hits.help_max.get();
+            let max = at.hits.help_max.get();
             match action {
                 Action::Down => *scroll = (*scroll + 1).min(max),
                 Action::PageDown => *scroll = (*scroll + 10).min(max),
@@ -18,13 +18,13 @@ impl App {
                 Action::Up => *scroll = scroll.saturating_sub(1).min(max),
                 Action::PageUp => *scroll = scroll.saturating_sub(10).min(max),
                 Action::Top => *scroll = 0,
-                Action::Quit | Action::Back | Action::Help | Action::Enter => self.ui.popup = None,
+                Action::Quit | Action::Back | Action::Help | Action::Enter => self.popup = None,
                 _ => {}
             }
             return Some(vec![]);
         }
-        if let Some(Popup::Activity { scroll }) = &mut self.ui.popup {
-            let max = self.activity.len().saturating_sub(1);
+        if let Some(Popup::Activity { scroll }) = &mut self.popup {
+            let max = at.night.activity.len().saturating_sub(1);
             match action {
                 Action::Down => *scroll = (*scroll + 1).min(max),
                 Action::PageDown => *scroll = (*scroll + 10).min(max),
@@ -32,22 +32,20 @@ impl App {
                 Action::Up => *scroll = scroll.saturating_sub(1),
                 Action::PageUp => *scroll = scroll.saturating_sub(10),
                 Action::Top => *scroll = 0,
-                Action::Quit | Action::Back | Action::Activity | Action::Enter => {
-                    self.ui.popup = None
-                }
+                Action::Quit | Action::Back | Action::Activity | Action::Enter => self.popup = None,
                 _ => {}
             }
             return Some(vec![]);
         }
-        if matches!(self.ui.popup, Some(Popup::Detail(_))) {
-            let max = self.hits.detail_max.get();
+        if matches!(self.popup, Some(Popup::Detail(_))) {
+            let max = at.hits.detail_max.get();
             match action {
-                Action::Down => self.ui.detail_scroll = (self.ui.detail_scroll + 1).min(max),
-                Action::PageDown => self.ui.detail_scroll = (self.ui.detail_scroll + 10).min(max),
-                Action::Up => self.ui.detail_scroll = self.ui.detail_scroll.saturating_sub(1),
-                Action::PageUp => self.ui.detail_scroll = self.ui.detail_scroll.saturating_sub(10),
-                Action::Top => self.ui.detail_scroll = 0,
-                Action::Bottom => self.ui.detail_scroll = max,
+                Action::Down => self.detail_scroll = (self.detail_scroll + 1).min(max),
+                Action::PageDown => self.detail_scroll = (self.detail_scroll + 10).min(max),
+                Action::Up => self.detail_scroll = self.detail_scroll.saturating_sub(1),
+                Action::PageUp => self.detail_scroll = self.detail_scroll.saturating_sub(10),
+                Action::Top => self.detail_scroll = 0,
+                Action::Bottom => self.detail_scroll = max,
                 _ => {}
             }
             if matches!(
@@ -63,7 +61,7 @@ impl App {
             }
             match action {
                 Action::Quit | Action::Back | Action::Enter => {
-                    self.ui.popup = None;
+                    self.popup = None;
                     return Some(vec![]);
                 }
                 Action::OpenPager
@@ -71,7 +69,7 @@ impl App {
                 | Action::Retry
                 | Action::Skip
                 | Action::FailureGroup => {
-                    self.ui.popup = None;
+                    self.popup = None;
                 }
                 _ => return Some(vec![]),
             }
@@ -80,7 +78,7 @@ impl App {
     }
 
     /// Moving the selection, the log pane or the sort column.
-    pub(super) fn on_move(&mut self, action: Action) -> Vec<Effect> {
+    pub(super) fn on_move(&mut self, at: &Seen<'_>, action: Action) -> Vec<Effect> {
         match action {
             Action::Up | Action::Down | Action::PageUp | Action::PageDown => {
                 let n: isize = match action {
@@ -89,52 +87,51 @@ impl App {
                     Action::PageUp => -20,
                     _ => 20,
                 };
-                self.move_selection(n);
+                self.move_selection(at, n);
             }
             Action::Top => match self.list_focus() {
                 Focus::Queue => {
-                    self.ui.auto_select = false;
-                    self.ui.sel_commit = 0;
+                    self.auto_select = false;
+                    self.sel_commit = 0;
                 }
-                Focus::Results => self.ui.results.selected.select_row(&self.result_rows(), 0),
+                Focus::Results => self.results.selected.select_row(&self.result_rows(at), 0),
                 Focus::Logs => {
-                    self.ui.follow = false;
-                    self.ui.log_scroll = self.shown_log().map_or(0, |l| l.len());
+                    self.follow = false;
+                    self.log_scroll = self.shown_log(at).map_or(0, |l| l.len());
                 }
             },
             Action::Bottom => match self.list_focus() {
                 Focus::Queue => {
-                    self.ui.auto_select = false;
-                    self.ui.sel_commit = self.cells.len().saturating_sub(1);
+                    self.auto_select = false;
+                    self.sel_commit = at.night.cells.len().saturating_sub(1);
                 }
                 Focus::Results => self
-                    .ui
                     .results
                     .selected
-                    .select_row(&self.result_rows(), usize::MAX),
+                    .select_row(&self.result_rows(at), usize::MAX),
                 Focus::Logs => {
-                    self.ui.follow = true;
-                    self.ui.log_scroll = 0;
+                    self.follow = true;
+                    self.log_scroll = 0;
                 }
             },
             Action::Left | Action::Right => {
                 let right = action == Action::Right;
-                if self.ui.view == View::Results {
+                if self.view == View::Results {
                     let n = RESULT_COLUMNS.len();
-                    self.ui.results.sort_col = if right {
-                        (self.ui.results.sort_col + 1) % n
+                    self.results.sort_col = if right {
+                        (self.results.sort_col + 1) % n
                     } else {
-                        (self.ui.results.sort_col + n - 1) % n
+                        (self.results.sort_col + n - 1) % n
                     };
                 } else {
-                    self.ui.auto_select = false;
-                    let n = self.variants.len().max(1);
-                    self.ui.sel_variant = if right {
-                        (self.ui.sel_variant + 1) % n
+                    self.auto_select = false;
+                    let n = at.night.variants.len().max(1);
+                    self.sel_variant = if right {
+                        (self.sel_variant + 1) % n
                     } else {
-                        (self.ui.sel_variant + n - 1) % n
+                        (self.sel_variant + n - 1) % n
                     };
-                    self.ui.log_scroll = 0;
+                    self.log_scroll = 0;
                 }
             }
             _ => {}
@@ -143,20 +140,26 @@ impl App {
     }
 
     /// An action on one run (the selected one, or the one the detail shows): the engine's commands go signed, through `decide`.
-    pub(super) fn on_run_action(&mut self, action: Action, run: Option<RunId>) -> Vec<Effect> {
+    pub(super) fn on_run_action(
+        &mut self,
+        at: &Seen<'_>,
+        action: Action,
+        run: Option<RunId>,
+    ) -> Vec<Effect> {
         match action {
             Action::Enter => {
                 if let Some(r) = run {
-                    self.ui.popup = Some(Popup::Detail(r));
-                    self.ui.detail_scroll = 0;
+                    self.popup = Some(Popup::Detail(r));
+                    self.detail_scroll = 0;
                 }
             }
             Action::ApplyFix => {
                 if let Some(r) = run {
-                    let rec = self.state.run(r);
+                    let rec = at.night.state.run(r);
                     match rec.finding.as_ref().and_then(|f| f.recipe.clone()) {
                         Some(recipe) => {
                             return self.decide(
+                                at,
                                 r,
                                 Command::ApplyFix {
                                     run: r,
@@ -164,52 +167,52 @@ impl App {
                                 },
                             )
                         }
-                        None => self.ui.toast = Some(format!("no fix is known for {r}")),
+                        None => self.toast = Some(format!("no fix is known for {r}")),
                     }
                 }
             }
             Action::Retry => {
                 if let Some(r) = run {
-                    return self.decide(r, Command::Retry { run: r });
+                    return self.decide(at, r, Command::Retry { run: r });
                 }
             }
             Action::Skip => {
                 if let Some(r) = run {
-                    return self.decide(r, Command::Skip { run: r });
+                    return self.decide(at, r, Command::Skip { run: r });
                 }
             }
             Action::Shell => {
                 if let Some(r) = run {
-                    if self.state.run(r).state.is_active() {
+                    if at.night.state.run(r).state.is_active() {
                         return vec![Effect::Shell(r)];
                     }
-                    self.ui.toast = Some(format!("{r} is not running: no container to open"));
+                    self.toast = Some(format!("{r} is not running: no container to open"));
                 }
             }
             Action::Copy => {
                 if let Some(r) = run {
-                    return self.copy_command(r);
+                    return self.copy_command(at, r);
                 }
             }
             Action::Undo => {
                 if let Some(r) = run {
-                    return self.undo_skip(r);
+                    return self.undo_skip(at, r);
                 }
             }
             Action::SkipCategory => {
                 let cat = run.and_then(|r| {
-                    let rec = self.state.run(r);
+                    let rec = at.night.state.run(r);
                     run_category(&rec.state, rec.finding.as_ref())
                 });
                 match cat {
-                    Some(c) => self.ui.popup = Some(Popup::Confirm(Confirm::SkipCategory(c))),
-                    None => self.ui.toast = Some("the selected run has no failure category".into()),
+                    Some(c) => self.popup = Some(Popup::Confirm(Confirm::SkipCategory(c))),
+                    None => self.toast = Some("the selected run has no failure category".into()),
                 }
             }
             Action::FailureGroup => {
-                match run.and_then(|r| self.group_of(r)) {
-                    Some(g) => self.ui.popup = Some(Popup::Group(g.id)),
-                    None => self.ui.toast = Some(
+                match run.and_then(|r| at.group_of(r)) {
+                    Some(g) => self.popup = Some(Popup::Group(g.id)),
+                    None => self.toast = Some(
                         "the selected run has no failure group (only unknown failures are grouped)"
                             .into(),
                     ),
@@ -217,11 +220,11 @@ impl App {
             }
             Action::Cancel => {
                 if let Some(r) = run {
-                    let st = &self.state.run(r).state;
+                    let st = &at.night.state.run(r).state;
                     if st.is_active() || *st == RunState::Queued {
-                        self.ui.popup = Some(Popup::Confirm(Confirm::Cancel(r)));
+                        self.popup = Some(Popup::Confirm(Confirm::Cancel(r)));
                     } else {
-                        self.ui.toast = Some(format!("{r} is not running or queued"));
+                        self.toast = Some(format!("{r} is not running or queued"));
                     }
                 }
             }
@@ -236,58 +239,58 @@ impl App {
     }
 
     /// What the screen shows and how: themes, search, wrap, follow, sorting, filters.
-    pub(super) fn on_show_action(&mut self, action: Action) -> Vec<Effect> {
+    pub(super) fn on_show_action(&mut self, at: &Seen<'_>, action: Action) -> Vec<Effect> {
         match action {
             Action::CycleTheme => {
                 self.theme = self.theme.next_builtin();
-                self.ui.toast = Some(format!("theme: {}", self.theme.name));
+                self.toast = Some(format!("theme: {}", self.theme.name));
             }
             Action::Search => {
-                self.ui.input = Some(Input {
+                self.input = Some(Input {
                     kind: InputKind::Search,
                     text: String::new(),
                 })
             }
-            Action::SearchNext => self.jump_match(true),
-            Action::SearchPrev => self.jump_match(false),
+            Action::SearchNext => self.jump_match(at, true),
+            Action::SearchPrev => self.jump_match(at, false),
             Action::CommandLine => {
-                self.ui.input = Some(Input {
+                self.input = Some(Input {
                     kind: InputKind::Command,
                     text: String::new(),
                 })
             }
             Action::Wrap => {
-                self.ui.wrap = !self.ui.wrap;
-                self.ui.toast = Some(if self.ui.wrap {
+                self.wrap = !self.wrap;
+                self.toast = Some(if self.wrap {
                     "long log lines wrap".into()
                 } else {
                     "long log lines are cut at the edge (w wraps)".into()
                 });
             }
             Action::Follow => {
-                self.ui.follow = !self.ui.follow;
-                if self.ui.follow {
-                    self.ui.log_scroll = 0;
+                self.follow = !self.follow;
+                if self.follow {
+                    self.log_scroll = 0;
                 }
             }
             Action::LogTab => {
-                self.ui.log_tab = match self.ui.log_tab {
+                self.log_tab = match self.log_tab {
                     LogTab::Server => LogTab::Bench,
                     LogTab::Bench => LogTab::Server,
                 };
-                self.ui.log_scroll = 0;
-                self.ui.search_at = None;
+                self.log_scroll = 0;
+                self.search_at = None;
             }
             Action::SortNext | Action::SortPrev => {
                 let n = RESULT_COLUMNS.len();
                 let step = if action == Action::SortNext { 1 } else { n - 1 };
-                self.ui.results.sort_col = (self.ui.results.sort_col + step) % n;
+                self.results.sort_col = (self.results.sort_col + step) % n;
             }
-            Action::NextProblem => self.jump_to_problem(true),
-            Action::PrevProblem => self.jump_to_problem(false),
-            Action::SortReverse => self.ui.results.reverse = !self.ui.results.reverse,
+            Action::NextProblem => self.jump_to_problem(at, true),
+            Action::PrevProblem => self.jump_to_problem(at, false),
+            Action::SortReverse => self.results.reverse = !self.results.reverse,
             Action::FilterStatus => {
-                self.ui.results.status = match self.ui.results.status {
+                self.results.status = match self.results.status {
                     None => Some(StatusFilter::ALL[0]),
                     Some(s) => {
                         let i = StatusFilter::ALL.iter().position(|x| *x == s).unwrap_or(0);
@@ -301,56 +304,57 @@ impl App {
     }
 
     /// The session: views, panes, help, pause, export, detach and quit.
-    pub(super) fn on_session_action(&mut self, action: Action) -> Vec<Effect> {
+    pub(super) fn on_session_action(&mut self, at: &Seen<'_>, action: Action) -> Vec<Effect> {
         match action {
-            Action::Help => self.ui.popup = Some(Popup::Help { scroll: 0 }),
-            Action::Detach if self.attached => return vec![Effect::Detach],
+            Action::Help => self.popup = Some(Popup::Help { scroll: 0 }),
+            Action::Detach if at.attached => return vec![Effect::Detach],
             Action::Detach => {
-                self.ui.toast =
-                    Some("nothing to detach from: this sweep runs in this process".into())
+                self.toast = Some("nothing to detach from: this sweep runs in this process".into())
             }
-            Action::Quit if self.attached && !self.finished => {
-                self.ui.popup = Some(Popup::Confirm(Confirm::Detach));
+            Action::Quit if at.attached && !at.night.finished => {
+                self.popup = Some(Popup::Confirm(Confirm::Detach));
             }
             Action::Quit => {
-                if self.state.counts().active > 0 && !self.finished {
-                    self.ui.popup = Some(Popup::Confirm(Confirm::Quit));
+                if at.night.state.counts().active > 0 && !at.night.finished {
+                    self.popup = Some(Popup::Confirm(Confirm::Quit));
                 } else {
                     return vec![Effect::Quit];
                 }
             }
             Action::Back => {
-                if self.ui.search.is_some() {
-                    self.ui.search = None;
-                    self.ui.search_at = None;
-                } else if self.ui.view != View::Sweep {
-                    self.ui.view = View::Sweep;
+                if self.search.is_some() {
+                    self.search = None;
+                    self.search_at = None;
+                } else if self.view != View::Sweep {
+                    self.view = View::Sweep;
                 } else {
-                    self.ui.auto_select = true;
-                    self.ui.follow = true;
-                    self.ui.log_scroll = 0;
-                    if let Some(r) = self.newest_active() {
-                        self.select_run(r);
+                    self.auto_select = true;
+                    self.follow = true;
+                    self.log_scroll = 0;
+                    if let Some(r) = at.night.newest_active() {
+                        self.select_run(at, r);
                     }
                 }
             }
             Action::NextPane => {
-                self.ui.focus = match self.ui.focus {
+                self.focus = match self.focus {
                     Pane::Queue => Pane::Logs,
                     Pane::Logs => Pane::Queue,
                 }
             }
             Action::View(n) => {
-                self.ui.view = match n {
+                self.view = match n {
                     2 => View::Logs,
                     3 => View::Results,
                     4 => View::ThreeWay,
                     _ => View::Sweep,
                 }
             }
-            Action::Activity => self.ui.popup = Some(Popup::Activity { scroll: 0 }),
+            Action::Activity => self.popup = Some(Popup::Activity { scroll: 0 }),
             Action::PauseResume => {
-                let cmd = if self.state.paused.is_some() || !self.state.paused_models.is_empty() {
+                let cmd = if at.night.state.paused.is_some()
+                    || !at.night.state.paused_models.is_empty()
+                {
                     Command::Resume
                 } else {
                     Command::Pause
@@ -364,30 +368,30 @@ impl App {
     }
 
     /// `y`: the run's benchmark command to the terminal's clipboard (OSC 52), one line.
-    fn copy_command(&mut self, r: RunId) -> Vec<Effect> {
-        let spec = &self.plan.runs[r.0 as usize];
-        match &self.plan.commit_of(spec).perf_command {
+    fn copy_command(&mut self, at: &Seen<'_>, r: RunId) -> Vec<Effect> {
+        let spec = &at.night.plan.runs[r.0 as usize];
+        match &at.night.plan.commit_of(spec).perf_command {
             Some(cmd) => {
-                self.ui.toast = Some(format!("copied the command of {} (OSC 52)", spec.key));
+                self.toast = Some(format!("copied the command of {} (OSC 52)", spec.key));
                 return vec![Effect::Copy(crate::sanitize::one_line(cmd))];
             }
-            None => self.ui.toast = Some(format!("{} has no command", spec.key)),
+            None => self.toast = Some(format!("{} has no command", spec.key)),
         }
         vec![]
     }
 
     /// `u`: undo the operator's skip of a run (and only that: a skip by policy or plan is
     /// not the operator's to undo).
-    fn undo_skip(&mut self, r: RunId) -> Vec<Effect> {
+    fn undo_skip(&mut self, at: &Seen<'_>, r: RunId) -> Vec<Effect> {
         let skipped = matches!(
-            &self.state.run(r).state,
+            &at.night.state.run(r).state,
             RunState::Finished { outcome }
                 if outcome.skipped_by() == Some(crate::model::SkipBy::Operator)
         );
         if skipped {
             return vec![Effect::Send(Command::Unskip { run: r })];
         }
-        self.ui.toast = Some(format!("{r} is not a run the operator skipped"));
+        self.toast = Some(format!("{r} is not a run the operator skipped"));
         vec![]
     }
 }

@@ -33,14 +33,14 @@ impl App {
         let Some(dir) = self.log_dir.clone() else {
             return;
         };
-        if !self.from_disk.insert(run) {
+        if !self.night.from_disk.insert(run) {
             return;
         }
-        let attempt = self.state.run(run).attempt;
+        let attempt = self.night.state.run(run).attempt;
         if attempt == 0 {
             return;
         }
-        let key = self.plan.runs[run.0 as usize].key.clone();
+        let key = self.night.plan.runs[run.0 as usize].key.clone();
         let read = |streams: &[(&str, Option<&'static str>)]| {
             let mut out: VecDeque<LogLine> = VecDeque::new();
             for (stream, tag) in streams {
@@ -64,12 +64,12 @@ impl App {
         if server.is_empty() && bench.is_empty() {
             return;
         }
-        let slot = self.logs[run.0 as usize].get_or_insert_with(Box::<RunLogs>::default);
+        let slot = self.night.logs[run.0 as usize].get_or_insert_with(Box::<RunLogs>::default);
         let before = slot.server.len() + slot.bench.len();
         slot.server = merged(server, std::mem::take(&mut slot.server));
         slot.bench = merged(bench, std::mem::take(&mut slot.bench));
         let after = slot.server.len() + slot.bench.len();
-        self.lines_in_memory = (self.lines_in_memory + after).saturating_sub(before);
+        self.night.lines_in_memory = (self.night.lines_in_memory + after).saturating_sub(before);
         self.ui.log_scroll = 0;
     }
 }
@@ -153,12 +153,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let run = RunId(6);
         app.select_run(run);
-        let key = app.plan.runs[6].key.clone();
-        let attempt = app.state.run(run).attempt.max(1);
+        let key = app.night.plan.runs[6].key.clone();
+        let attempt = app.night.state.run(run).attempt.max(1);
         let p = log_path(dir.path(), &key, attempt, "server", Pipe::Stdout);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, "INFO before attach 1\nINFO before attach 2\n").unwrap();
-        app.logs[6] = None;
+        app.night.logs[6] = None;
         app.log_dir = Some(dir.path().to_path_buf());
         app.attached = true;
         app.load_logs_from_disk();

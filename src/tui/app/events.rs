@@ -5,8 +5,8 @@ use super::*;
 
 impl App {
     pub(crate) fn on_envelope(&mut self, env: &Envelope) {
-        let _ = self.state.apply(env);
-        let plan = self.plan.clone();
+        let _ = self.night.state.apply(env);
+        let plan = self.night.plan.clone();
         let key = |r: RunId| {
             plan.runs
                 .get(r.0 as usize)
@@ -31,18 +31,18 @@ impl App {
                 // Another operator's action: every client sees it as it happens.
                 self.ui.toast = Some(format!("⚑ {}: {} — {}", e.source, e.what, e.outcome));
             }
-            if self.activity.len() >= ACTIVITY_KEPT {
-                self.activity.pop_front();
+            if self.night.activity.len() >= ACTIVITY_KEPT {
+                self.night.activity.pop_front();
             }
-            self.activity.push_back(e);
+            self.night.activity.push_back(e);
         }
         match &env.event {
             Event::SweepStarted { runtime, gpus, .. } => {
-                self.runtime = runtime.clone();
-                self.gpus_total = *gpus;
-                self.finished = false;
+                self.night.runtime = runtime.clone();
+                self.night.gpus_total = *gpus;
+                self.night.finished = false;
             }
-            Event::SweepFinished { .. } => self.finished = true,
+            Event::SweepFinished { .. } => self.night.finished = true,
             Event::Log {
                 run,
                 stream,
@@ -56,7 +56,8 @@ impl App {
                 done,
                 total,
             } => {
-                self.pull_layers
+                self.night
+                    .pull_layers
                     .entry(*run)
                     .or_default()
                     .insert(layer.clone(), (*done, *total));
@@ -70,14 +71,15 @@ impl App {
             Event::State {
                 run, to, attempt, ..
             } => {
-                self.entered_ms.insert(*run, env.at_ms);
+                self.night.entered_ms.insert(*run, env.at_ms);
                 if let RunState::Active {
                     stage: crate::model::Stage::PreparingImage,
                 } = to
                 {
-                    self.pull_layers.remove(run);
+                    self.night.pull_layers.remove(run);
                     // The rings span attempts; say where a new one begins.
                     let has_lines = self
+                        .night
                         .logs
                         .get(run.0 as usize)
                         .is_some_and(|l| l.as_ref().is_some_and(|l| l.len() > 0));
@@ -88,17 +90,17 @@ impl App {
                     }
                 }
                 if matches!(to, RunState::Finished { .. } | RunState::Held { .. }) {
-                    self.finished_order.push_back(*run);
+                    self.night.finished_order.push_back(*run);
                     self.caches.learned.take();
                 }
                 if self.ui.auto_select {
                     let cur = self.selected_run();
-                    let cur_active = cur.is_some_and(|r| self.state.run(r).state.is_active());
+                    let cur_active = cur.is_some_and(|r| self.night.state.run(r).state.is_active());
                     if to.is_active() && !cur_active {
                         self.select_run(*run);
                     } else if Some(*run) == cur && !to.is_active() {
                         // The one we watched ended: move to the newest still running.
-                        if let Some(next) = self.newest_active() {
+                        if let Some(next) = self.night.newest_active() {
                             self.select_run(next);
                         }
                     }
@@ -106,16 +108,6 @@ impl App {
             }
             _ => {}
         }
-    }
-
-    pub(super) fn newest_active(&self) -> Option<RunId> {
-        self.state
-            .runs
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.state.is_active())
-            .max_by_key(|(_, r)| r.started_ms.unwrap_or(0))
-            .map(|(i, _)| RunId(i as u32))
     }
 
     /// A prefetch's line (a build's log, a status) into each run still waiting for it.
@@ -136,6 +128,7 @@ impl App {
             _ => Pipe::Stdout,
         };
         let waiting: Vec<RunId> = self
+            .night
             .runs_by_image
             .get(image)
             .into_iter()
@@ -143,7 +136,7 @@ impl App {
             .copied()
             .filter(|r| {
                 matches!(
-                    self.state.run(*r).state,
+                    self.night.state.run(*r).state,
                     RunState::Queued
                         | RunState::Active {
                             stage: crate::model::Stage::PreparingImage
@@ -157,10 +150,10 @@ impl App {
     }
 
     pub(super) fn push_log(&mut self, run: RunId, stream: Stream, pipe: Pipe, line: &str) {
-        let Some(slot) = self.logs.get_mut(run.0 as usize) else {
+        let Some(slot) = self.night.logs.get_mut(run.0 as usize) else {
             return;
         };
-        self.lines_seen += 1;
+        self.night.lines_seen += 1;
         let logs = slot.get_or_insert_with(Default::default);
         let (ring, tag) = match stream {
             Stream::Bench => (&mut logs.bench, None),
@@ -186,36 +179,36 @@ impl App {
                 *a = a.saturating_sub(1);
             }
         } else {
-            self.lines_in_memory += 1;
+            self.night.lines_in_memory += 1;
         }
         if !self.ui.follow && self.selected_run() == Some(run) && self.ui.log_tab == tab {
             self.ui.log_scroll += 1;
         }
-        while self.lines_in_memory > TOTAL_LINES {
-            let Some(old) = self.finished_order.pop_front() else {
+        while self.night.lines_in_memory > TOTAL_LINES {
+            let Some(old) = self.night.finished_order.pop_front() else {
                 break;
             };
             if Some(old) == self.selected_run() {
                 continue;
             }
-            if let Some(l) = self.logs[old.0 as usize].take() {
-                self.lines_in_memory -= l.len();
+            if let Some(l) = self.night.logs[old.0 as usize].take() {
+                self.night.lines_in_memory -= l.len();
             }
         }
     }
 
     pub(crate) fn on_gpu(&mut self, msg: GpuMsg) {
         match msg {
-            GpuMsg::Unavailable(why) => self.gpu_source = GpuSource::Unavailable(why),
+            GpuMsg::Unavailable(why) => self.night.gpu_source = GpuSource::Unavailable(why),
             GpuMsg::Samples(samples) => {
-                self.gpu_source = GpuSource::Nvml;
+                self.night.gpu_source = GpuSource::Nvml;
                 let n = samples
                     .iter()
                     .map(|(s, _)| s.index + 1)
                     .max()
                     .unwrap_or(0)
-                    .max(self.gpus_total);
-                let holders = crate::tui::gpu::holders(&self.state, n);
+                    .max(self.night.gpus_total);
+                let holders = crate::tui::gpu::holders(&self.night.state, n);
                 for (mut s, pids) in samples {
                     s.run = holders
                         .get(s.index as usize)
@@ -225,24 +218,26 @@ impl App {
                     let foreign = if s.run.is_none() { pids.len() } else { 0 };
                     let i = s.index as usize;
                     self.push_gpu(s);
-                    self.gpus[i].foreign = foreign;
+                    self.night.gpus[i].foreign = foreign;
                 }
             }
         }
     }
 
     pub(crate) fn sim_gpu_tick(&mut self) {
-        self.gpu_source = GpuSource::Simulated;
-        for s in crate::tui::gpu::synthesize(&self.state, self.gpus_total, self.now_ms) {
+        self.night.gpu_source = GpuSource::Simulated;
+        for s in
+            crate::tui::gpu::synthesize(&self.night.state, self.night.gpus_total, self.night.now_ms)
+        {
             self.push_gpu(s);
         }
     }
 
     pub(super) fn push_gpu(&mut self, s: GpuSample) {
         let i = s.index as usize;
-        while self.gpus.len() <= i {
-            let index = self.gpus.len() as u32;
-            self.gpus.push(GpuView {
+        while self.night.gpus.len() <= i {
+            let index = self.night.gpus.len() as u32;
+            self.night.gpus.push(GpuView {
                 foreign: 0,
                 // Until its own sample arrives, a GPU reads as "no sample".
                 sample: GpuSample {
@@ -259,7 +254,7 @@ impl App {
                 mem_pct: VecDeque::new(),
             });
         }
-        let g = &mut self.gpus[i];
+        let g = &mut self.night.gpus[i];
         g.util.push_back(s.util_pct as u64);
         g.mem_pct
             .push_back(s.mem_used_mib * 100 / s.mem_total_mib.max(1));

@@ -119,40 +119,41 @@ impl RowSelection {
     }
 }
 
-impl App {
+impl Ui {
     /// The results rows and the selected one's index in them.
-    pub(crate) fn results_selection(&self) -> (Vec<RunId>, Option<usize>) {
-        let rows = self.result_rows();
-        let i = self.ui.results.selected.resolve(&rows);
+    pub(crate) fn results_selection(&self, at: &Seen<'_>) -> (Vec<RunId>, Option<usize>) {
+        let rows = self.result_rows(at);
+        let i = self.results.selected.resolve(&rows);
         (rows, i)
     }
 
     /// The run highlighted in the results view.
-    pub(crate) fn results_run(&self) -> Option<RunId> {
-        let (rows, i) = self.results_selection();
+    pub(crate) fn results_run(&self, at: &Seen<'_>) -> Option<RunId> {
+        let (rows, i) = self.results_selection(at);
         rows.get(i?).copied()
     }
 
     /// Rows of the results view after filtering and sorting.
-    pub(crate) fn result_rows(&self) -> Vec<RunId> {
-        let f = &self.ui.results;
+    pub(crate) fn result_rows(&self, at: &Seen<'_>) -> Vec<RunId> {
+        let f = &self.results;
         let text = f.text.as_ref().map(|t| t.to_lowercase());
         let model = f.model.as_ref().map(|t| t.to_lowercase());
         let in_group: Option<std::collections::HashSet<String>> = f.group.as_ref().map(|id| {
             let id = id.to_ascii_lowercase();
-            self.failure_groups()
+            at.failure_groups()
                 .iter()
                 .filter(|g| g.id.starts_with(&id))
                 .flat_map(|g| g.runs.iter().cloned())
                 .collect()
         });
-        let rows: Vec<RunId> = self
+        let rows: Vec<RunId> = at
+            .night
             .plan
             .runs
             .iter()
             .filter(|spec| {
-                let r = self.state.run(spec.id);
-                let c = self.plan.commit_of(spec);
+                let r = at.night.state.run(spec.id);
+                let c = at.night.plan.commit_of(spec);
                 f.status.is_none_or(|s| s.matches(&r.state))
                     && in_group.as_ref().is_none_or(|g| g.contains(&spec.key))
                     && f.category
@@ -172,16 +173,16 @@ impl App {
         let col = f.sort_col;
         let mut keyed: Vec<(SortKey, RunId)> = rows
             .into_iter()
-            .map(|r| (self.sort_key(r, col), r))
+            .map(|r| (self.sort_key(at, r, col), r))
             .collect();
         keyed.sort_by(|(ka, a), (kb, b)| ka.cmp_to(kb, f.reverse).then(a.cmp(b)));
         keyed.into_iter().map(|(_, r)| r).collect()
     }
 
-    fn sort_key(&self, run: RunId, col: usize) -> SortKey {
-        let spec = &self.plan.runs[run.0 as usize];
-        let c = self.plan.commit_of(spec);
-        let r = self.state.run(run);
+    fn sort_key(&self, at: &Seen<'_>, run: RunId, col: usize) -> SortKey {
+        let spec = &at.night.plan.runs[run.0 as usize];
+        let c = at.night.plan.commit_of(spec);
+        let r = at.night.state.run(run);
         match col {
             0 => SortKey::Text(c.commit.clone()),
             1 => SortKey::Num(spec.variant.order() as f64),
@@ -193,7 +194,7 @@ impl App {
                     .unwrap_or_default(),
             ),
             5 => SortKey::Opt(headline(&r.metrics).map(|h| h.1)),
-            6 => SortKey::Opt(self.delta_pct(run)),
+            6 => SortKey::Opt(self.delta_pct(at, run)),
             7 => SortKey::Num(r.attempt as f64),
             _ => SortKey::Text(c.title.clone()),
         }
@@ -201,17 +202,23 @@ impl App {
 
     /// The headline metric's improvement over this commit's baseline, in percent (positive
     /// is better whichever way the metric points; `crate::metric::delta_label` words it).
-    pub fn delta_pct(&self, run: RunId) -> Option<f64> {
-        let base = self.baseline_of.get(run.0 as usize).copied().flatten()?;
-        let (k, v) = headline(&self.state.run(run).metrics)?;
-        let b = *self.state.run(base).metrics.get(k)?;
+    pub(crate) fn delta_pct(&self, at: &Seen<'_>, run: RunId) -> Option<f64> {
+        let base = at
+            .night
+            .baseline_of
+            .get(run.0 as usize)
+            .copied()
+            .flatten()?;
+        let (k, v) = headline(&at.night.state.run(run).metrics)?;
+        let b = *at.night.state.run(base).metrics.get(k)?;
         crate::metric::improvement_pct(k, v, b)
     }
 
     /// Held or queued runs that `SkipCategory` for `cat` would skip, counted as the engine
     /// picks them (a queued run by its predicted or earlier finding).
-    pub(crate) fn skippable(&self, cat: Category) -> usize {
-        self.state
+    pub(crate) fn skippable(&self, at: &Seen<'_>, cat: Category) -> usize {
+        at.night
+            .state
             .runs
             .iter()
             .filter(|r| match &r.state {

@@ -1,8 +1,14 @@
 //! What one client shows and where its operator is in it: the view, the selection, the
-//! log pane's place, the popup and the line being typed. The night itself (the state the
-//! client folds) is `App`'s; this is what two clients on one sweep do not share.
+//! log pane's place, the popup, the line being typed and the theme. The night itself is
+//! [`super::Night`], read through [`super::Seen`]: what two clients on one sweep share,
+//! where this is what they do not. The key handlers (`keys.rs`, `actions.rs`,
+//! `command.rs`) are `Ui`'s methods for that reason: a key moves the operator, and only
+//! an effect the loop carries out can change the sweep.
 
-use super::{Input, LogTab, Pane, Popup, ResultsState, View};
+use super::{Input, LogLine, LogTab, Pane, Popup, ResultsState, Seen, View};
+use crate::model::RunId;
+use crate::tui::theme::Theme;
+use std::collections::VecDeque;
 
 pub struct Ui {
     pub view: View,
@@ -32,10 +38,12 @@ pub struct Ui {
     pub popup: Option<Popup>,
     pub input: Option<Input>,
     pub toast: Option<String>,
+    /// This client's colours (`t` cycles the built-in themes).
+    pub theme: Theme,
 }
 
-impl Default for Ui {
-    fn default() -> Ui {
+impl Ui {
+    pub fn new(theme: Theme) -> Ui {
         Ui {
             view: View::Sweep,
             focus: Pane::Queue,
@@ -54,6 +62,39 @@ impl Default for Ui {
             popup: None,
             input: None,
             toast: None,
+            theme,
         }
+    }
+}
+
+impl Ui {
+    pub(crate) fn selected_run(&self, at: &Seen<'_>) -> Option<RunId> {
+        at.night
+            .cells
+            .get(self.sel_commit)
+            .and_then(|row| row.get(self.sel_variant))
+            .copied()
+            .flatten()
+    }
+
+    pub(crate) fn select_run(&mut self, at: &Seen<'_>, run: RunId) {
+        let spec = &at.night.plan.runs[run.0 as usize];
+        self.sel_commit = spec.commit;
+        if let Some(c) = at.night.variants.iter().position(|v| *v == spec.variant) {
+            self.sel_variant = c;
+        }
+        self.log_scroll = 0;
+        self.search_at = None;
+    }
+
+    pub(crate) fn shown_log<'a>(&self, at: &Seen<'a>) -> Option<&'a VecDeque<LogLine>> {
+        let run = self.selected_run(at)?;
+        Some(
+            at.night
+                .logs
+                .get(run.0 as usize)?
+                .as_ref()?
+                .tab(self.log_tab),
+        )
     }
 }

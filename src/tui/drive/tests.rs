@@ -189,9 +189,14 @@ async fn two_clients_one_pauses_the_other_sees_it_and_who() {
         panic!("unsigned: {bo_sent:?}")
     };
     assert_eq!((by.as_str(), &**command), ("bo@tui:2", &Command::Resume));
-    assert!(b.app.state.paused.is_some());
-    let seen_by_bo = b.app.activity.iter().any(|e| e.source.contains("ana"));
-    assert!(seen_by_bo, "{:?}", b.app.activity);
+    assert!(b.app.night.state.paused.is_some());
+    let seen_by_bo = b
+        .app
+        .night
+        .activity
+        .iter()
+        .any(|e| e.source.contains("ana"));
+    assert!(seen_by_bo, "{:?}", b.app.night.activity);
     let screen = b.screen.text();
     assert!(screen.contains("PAUSED"), "{screen}");
 }
@@ -218,8 +223,8 @@ async fn a_resync_and_a_note_reach_the_screen_and_the_end_is_said() {
     let (drove, ()) = tokio::join!(c.drive(&opts), script);
     assert!(drove.sweep_done);
     assert_eq!(drove.sweep_err.as_deref(), Some("the store's disk is full"));
-    assert!(c.app.state.paused.is_some());
-    assert!(c.app.finished);
+    assert!(c.app.night.state.paused.is_some());
+    assert!(c.app.night.finished);
     let screen = c.screen.text();
     assert!(
         screen.contains("sweep stopped: the store's disk is full"),

@@ -11,7 +11,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let t = &app.theme;
+    let t = &app.ui.theme;
     let Some(run) = app.selected_run() else {
         let b = block(app, " run ", false);
         f.render_widget(
@@ -20,8 +20,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         );
         return;
     };
-    let spec = &app.plan.runs[run.0 as usize];
-    let r = app.state.run(run);
+    let spec = &app.night.plan.runs[run.0 as usize];
+    let r = app.night.state.run(run);
     let title = format!(" {run} {} · attempt {} ", spec.key, r.attempt);
     let b = block(app, title, false);
     let inner = b.inner(area);
@@ -85,11 +85,11 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                     .get(p + 1)
                     .map(|s| s.1)
                     .or(if current == Some(*stage) {
-                        Some(app.now_ms)
+                        Some(app.night.now_ms)
                     } else {
                         r.finished_ms
                     })
-                    .unwrap_or(app.now_ms);
+                    .unwrap_or(app.night.now_ms);
                 let d = fmt_dur(end.saturating_sub(start));
                 match stopped {
                     _ if current == Some(*stage) => (
@@ -113,7 +113,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     }
     lines.push(Line::from(spans));
     // Pull progress.
-    if let Some(layers) = app.pull_layers.get(&run) {
+    if let Some(layers) = app.night.pull_layers.get(&run) {
         // A build from source reports files compiled of total under the name `build`;
         // image layers and weights report bytes.
         if let Some(&(done, total)) = layers.get("build") {
@@ -153,7 +153,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     }
     // Diagnosis banner: only while the run waits on it (held, or failed with it). A run
     // fixed, retried or skipped since has its detail instead; a queued run its prediction.
-    if let Some(fd) = app.current_finding(run) {
+    if let Some(fd) = app.night.current_finding(run) {
         lines.push(Line::from(Span::styled(
             fit(&banner_text(app, run), w),
             t.banner(),
@@ -182,7 +182,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     // Metrics with deltas, each named by its label with its unit ("out tok/s"). On a
     // narrow panel they come right under the state line, before the stage chain: the
     // numbers are what the panel is for.
-    let base = app.baseline_of.get(run.0 as usize).copied().flatten();
+    let base = app.night.baseline_of.get(run.0 as usize).copied().flatten();
     // Δ is worded ("more tok/s 12.3%") where there is room, else an arrow (▲ better,
     // ▼ worse): never a bare sign whose meaning depends on the metric.
     let wide = w >= 64;
@@ -200,7 +200,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         )));
     }
     for (k, v) in &r.metrics {
-        let b = base.and_then(|b| app.state.run(b).metrics.get(k).copied());
+        let b = base.and_then(|b| app.night.state.run(b).metrics.get(k).copied());
         let (bs, ds, dstyle) = match b {
             Some(b) => match crate::metric::improvement_pct(k, *v, b) {
                 // An improvement, worded with its direction by the one metric table.
@@ -263,10 +263,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
 /// How long the run has been as it is, when this client saw it change: "held 12m" for a
 /// run waiting on the operator, "in stage 40s" for one working.
 fn since(app: &App, run: RunId, state: &RunState) -> String {
-    let Some(at) = app.entered_ms.get(&run) else {
+    let Some(at) = app.night.entered_ms.get(&run) else {
         return String::new();
     };
-    let d = super::fmt_dur(app.now_ms.saturating_sub(*at));
+    let d = super::fmt_dur(app.night.now_ms.saturating_sub(*at));
     match state {
         RunState::Held { .. } => format!("  held {d}"),
         RunState::Active { .. } => format!("  in stage {d}"),
@@ -278,7 +278,7 @@ fn since(app: &App, run: RunId, state: &RunState) -> String {
 /// "aimv2_conflict — press f to apply fix aimv2-exist-ok, r to retry, s to skip"; empty
 /// when the run waits on no finding ([`App::current_finding`]).
 pub(crate) fn banner_text(app: &App, run: RunId) -> String {
-    let Some(fd) = app.current_finding(run) else {
+    let Some(fd) = app.night.current_finding(run) else {
         return String::new();
     };
     let k = |a| app.keymap.label_of(a);

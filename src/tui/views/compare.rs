@@ -17,20 +17,26 @@ use ratatui::Frame;
 /// The report for one commit of the plan, from the live state.
 pub(crate) fn commit_report(app: &App, commit: usize) -> Report {
     let docs: Vec<RunDoc> = app
+        .night
         .plan
         .runs
         .iter()
         .filter(|s| s.commit == commit)
-        .map(|s| RunDoc::of_record(RunInfo::from_spec(&app.plan, s), app.state.run(s.id)))
+        .map(|s| {
+            RunDoc::of_record(
+                RunInfo::from_spec(&app.night.plan, s),
+                app.night.state.run(s.id),
+            )
+        })
         .collect();
     let refs: Vec<&RunDoc> = docs.iter().collect();
-    report::build(&refs, &app.report_options())
+    report::build(&refs, &app.seen().report_options())
 }
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect, commit: usize) {
-    let t = &app.theme;
+    let t = &app.ui.theme;
     let r = commit_report(app, commit);
-    let short = app.plan.commits.get(commit).map_or("", |c| c.short());
+    let short = app.night.plan.commits.get(commit).map_or("", |c| c.short());
     let title = Line::from(Span::styled(
         format!(" {short} · Δ vs reference, whiskers = interval · repeats "),
         t.text(),
@@ -48,7 +54,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, commit: usize) {
 }
 
 fn draw_chart(f: &mut Frame, app: &App, area: Rect, row: &CommitRow) {
-    let t = &app.theme;
+    let t = &app.ui.theme;
     let shown: Vec<_> = row
         .comparisons
         .iter()
@@ -156,7 +162,7 @@ fn draw_chart(f: &mut Frame, app: &App, area: Rect, row: &CommitRow) {
 }
 
 fn draw_sparks(f: &mut Frame, app: &App, area: Rect, row: &CommitRow) {
-    let t = &app.theme;
+    let t = &app.ui.theme;
     let key = row
         .comparisons
         .iter()

@@ -13,11 +13,11 @@ use ratatui::Frame;
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     // The GPUs are on the cluster's nodes: the panel shows the jobs that hold them.
-    if app.runtime == "slurm" {
+    if app.night.runtime == "slurm" {
         return super::slurm::draw(f, app, area);
     }
-    let t = &app.theme;
-    let title = match &app.gpu_source {
+    let t = &app.ui.theme;
+    let title = match &app.night.gpu_source {
         GpuSource::Simulated => " GPUs · simulated (sim runtime) ".to_string(),
         GpuSource::Nvml => " GPUs · NVML ".to_string(),
         GpuSource::Waiting => " GPUs ".to_string(),
@@ -26,7 +26,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let b = block(app, title, false);
     let inner = b.inner(area);
     f.render_widget(b, area);
-    if let GpuSource::Unavailable(why) = &app.gpu_source {
+    if let GpuSource::Unavailable(why) = &app.night.gpu_source {
         let msg = if why.starts_with("no NVIDIA driver") {
             why.clone()
         } else {
@@ -38,7 +38,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         );
         return;
     }
-    if app.gpus.is_empty() {
+    if app.night.gpus.is_empty() {
         f.render_widget(
             Paragraph::new("waiting for the first sample…").style(t.dim()),
             inner,
@@ -51,12 +51,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         return;
     }
     // More GPUs than lines: the last line says how many are not shown.
-    let shown = if app.gpus.len() > rows_h {
+    let shown = if app.night.gpus.len() > rows_h {
         rows_h.saturating_sub(1)
     } else {
-        app.gpus.len()
+        app.night.gpus.len()
     };
-    let gpus = &app.gpus[..shown];
+    let gpus = &app.night.gpus[..shown];
     let cols = Columns::fit(app, gpus, w);
     for (i, g) in gpus.iter().enumerate() {
         let y = inner.y + i as u16;
@@ -110,7 +110,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             line(x, remaining),
         );
     }
-    let hidden = &app.gpus[shown..];
+    let hidden = &app.night.gpus[shown..];
     if !hidden.is_empty() {
         let mut more = match hidden {
             [one] => format!("+1 more ({})", one.sample.index),
@@ -249,10 +249,10 @@ impl Columns {
     /// or idle.
     fn tail(&self, app: &App, g: &GpuView) -> String {
         match (g.sample.run, g.foreign) {
-            (Some(r), _) => format!(" {r} {}", app.plan.runs[r.0 as usize].key),
+            (Some(r), _) => format!(" {r} {}", app.night.plan.runs[r.0 as usize].key),
             // Idle with runs waiting says why: paused, or kept free for a run that needs
             // more GPUs than are free (the scheduler's backfilling).
-            (None, 0) => match app.idle_reason() {
+            (None, 0) => match app.night.idle_reason() {
                 Some(None) => " paused".into(),
                 Some(Some((r, n))) if self.compact => format!(" for {r} ({n})"),
                 Some(Some((r, n))) => format!(" kept for {r} ({n} GPUs)"),

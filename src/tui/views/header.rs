@@ -8,20 +8,26 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let t = &app.theme;
-    let c = app.state.counts();
-    let status = if app.finished {
+    let t = &app.ui.theme;
+    let c = app.night.state.counts();
+    let status = if app.night.finished {
         Span::styled(
             " ■ FINISHED ",
             Style::default().fg(t.ok).add_modifier(Modifier::BOLD),
         )
-    } else if let Some(why) = &app.state.paused {
+    } else if let Some(why) = &app.night.state.paused {
         Span::styled(
             format!(" ❚❚ PAUSED ({why}) "),
             Style::default().fg(t.warn).add_modifier(Modifier::BOLD),
         )
-    } else if !app.state.paused_models.is_empty() {
-        let models: Vec<&str> = app.state.paused_models.keys().map(String::as_str).collect();
+    } else if !app.night.state.paused_models.is_empty() {
+        let models: Vec<&str> = app
+            .night
+            .state
+            .paused_models
+            .keys()
+            .map(String::as_str)
+            .collect();
         Span::styled(
             format!(
                 " ▶ RUNNING · ❚❚ breaker: {} paused (space resumes) ",
@@ -46,17 +52,17 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             Style::default().fg(t.active).add_modifier(Modifier::BOLD),
         )
     };
-    let busy = app.gpus_busy();
-    let eta = match (app.eta(), c.queued + c.active) {
+    let busy = app.night.gpus_busy();
+    let eta = match (app.seen().eta(), c.queued + c.active) {
         (_, 0) => "—".to_string(),
         // Ended with runs left (stopped, or the daemon gone): nothing more will run.
-        _ if app.finished || app.state.finished => "—".into(),
+        _ if app.night.finished || app.night.state.finished => "—".into(),
         // Nothing starts while paused: an estimate would stand still and lie.
-        _ if app.state.paused.is_some() => "paused".into(),
+        _ if app.night.state.paused.is_some() => "paused".into(),
         (Some(e), _) => {
             // The clock time it ends, and half the interval: "05:40 ±25m".
             // From the app's clock (tests set it).
-            let at = clock(app.now_ms.saturating_add(e.left_ms));
+            let at = clock(app.night.now_ms.saturating_add(e.left_ms));
             let half = e.high_ms.saturating_sub(e.low_ms) / 2;
             let est = if half >= 60_000 {
                 format!(
@@ -74,7 +80,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         }
         (None, _) => "measuring…".into(),
     };
-    let elapsed = app.elapsed_ms().map(fmt_dur).unwrap_or_default();
+    let elapsed = app.night.elapsed_ms().map(fmt_dur).unwrap_or_default();
     // Each piece with its priority: on a narrow terminal the lowest go first, so the
     // state, the ETA and the GPUs stay while the brand and the plan's name give way.
     let top = fit(
@@ -86,7 +92,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             (
                 4,
                 Span::styled(
-                    format!(" {} ", app.plan.name),
+                    format!(" {} ", app.night.plan.name),
                     t.text().add_modifier(Modifier::BOLD),
                 ),
             ),
@@ -95,10 +101,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 Span::styled(
                     format!(
                         "[{}] ",
-                        if app.runtime.is_empty() {
+                        if app.night.runtime.is_empty() {
                             "starting"
                         } else {
-                            &app.runtime
+                            &app.night.runtime
                         }
                     ),
                     t.dim(),
@@ -113,7 +119,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 Span::styled(
                     format!(
                         "GPUs {busy} busy / {} free",
-                        app.gpus_total.saturating_sub(busy)
+                        app.night.gpus_total.saturating_sub(busy)
                     ),
                     t.text(),
                 ),
@@ -121,7 +127,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             (
                 1,
                 Span::styled(
-                    match &app.gpu_source {
+                    match &app.night.gpu_source {
                         GpuSource::Simulated => " (simulated)",
                         GpuSource::Unavailable(_) => " (no NVML)",
                         _ => "",
@@ -133,7 +139,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         area.width,
     );
     // Over the runs the plan can run; the ones it cannot are said apart.
-    let p = app.progress();
+    let p = app.night.progress();
     let pct = p.pct();
     // Narrow: the glyphs touch their counts and the bar takes what the counts leave, so
     // every count is said in full at 80 columns.
@@ -228,14 +234,15 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
 /// "window 07:00" when the night has one, in the warning colour once the estimate ends
 /// after it.
 fn window_span(app: &App) -> Span<'static> {
-    let t = &app.theme;
-    let Some(closes) = app.window_closes_ms else {
+    let t = &app.ui.theme;
+    let Some(closes) = app.night.window_closes_ms else {
         return Span::raw("");
     };
     let at = clock(closes);
     let late = app
+        .seen()
         .eta()
-        .is_some_and(|e| app.now_ms.saturating_add(e.left_ms) > closes);
+        .is_some_and(|e| app.night.now_ms.saturating_add(e.left_ms) > closes);
     if late {
         Span::styled(
             format!("window {at} (ends after)  "),

@@ -8,7 +8,7 @@ use ratatui::widgets::{Clear, Paragraph};
 use ratatui::Frame;
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect, scroll: usize) {
-    let t = &app.theme;
+    let t = &app.ui.theme;
     let mut lines = Vec::new();
     let mut section = "";
     for (sec, keys, help) in app.keymap.help_rows() {

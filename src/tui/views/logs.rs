@@ -10,7 +10,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
-    let t = &app.theme;
+    let t = &app.ui.theme;
     let run = app.selected_run();
     let tab = |tab: LogTab| {
         let s = if app.ui.log_tab == tab {
@@ -27,7 +27,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     ];
     if let Some(r) = run {
         title.push(Span::styled(
-            format!(" {} ", app.plan.runs[r.0 as usize].key),
+            format!(" {} ", app.night.plan.runs[r.0 as usize].key),
             t.dim(),
         ));
     }
@@ -69,7 +69,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     app.hits.logs.set(inner);
     // Banner for a run that failed and waits for a key.
     if let Some(r) = run {
-        if app.current_finding(r).is_some() && inner.height > 2 {
+        if app.night.current_finding(r).is_some() && inner.height > 2 {
             let text = super::active::banner_text(app, r);
             f.render_widget(
                 Paragraph::new(Span::styled(fit(&text, inner.width as usize), t.banner())),

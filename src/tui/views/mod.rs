@@ -1,4 +1,4 @@
-//! Drawing. Pure functions of `&App` (time comes in through `app.now_ms`), so TestBackend
+//! Drawing. Pure functions of `&App` (time comes in through `app.night.now_ms`), so TestBackend
 //! snapshots are deterministic.
 
 mod active;
@@ -48,11 +48,11 @@ pub fn draw(f: &mut Frame, app: &App) {
 }
 
 fn too_small(f: &mut Frame, app: &App, area: Rect) {
-    let (c, p) = (app.state.counts(), app.progress());
+    let (c, p) = (app.night.state.counts(), app.night.progress());
     let text = vec![
         Line::from(Span::styled(
             "nightshift",
-            app.theme.text().add_modifier(Modifier::BOLD),
+            app.ui.theme.text().add_modifier(Modifier::BOLD),
         )),
         Line::from(format!(
             "terminal {}×{} is too small; need {}×{}",
@@ -66,7 +66,7 @@ fn too_small(f: &mut Frame, app: &App, area: Rect) {
     ];
     f.render_widget(
         Paragraph::new(text)
-            .style(app.theme.text())
+            .style(app.ui.theme.text())
             .wrap(Wrap { trim: true }),
         area,
     );
@@ -91,7 +91,9 @@ fn sweep(f: &mut Frame, app: &App, area: Rect) {
         (a, b)
     };
     queue::draw(f, app, qa, app.ui.focus == Pane::Queue);
-    let gpu_h = (app.gpus_total as u16 + 2).min(right.height / 2).max(3);
+    let gpu_h = (app.night.gpus_total as u16 + 2)
+        .min(right.height / 2)
+        .max(3);
     let [act, gpus] =
         Layout::vertical([Constraint::Min(5), Constraint::Length(gpu_h)]).areas(right);
     active::draw(f, app, act);
@@ -100,7 +102,7 @@ fn sweep(f: &mut Frame, app: &App, area: Rect) {
 }
 
 fn hint_bar(f: &mut Frame, app: &App, area: Rect) {
-    let t = &app.theme;
+    let t = &app.ui.theme;
     if let Some(input) = &app.ui.input {
         let prompt = match input.kind {
             InputKind::Search => "/",
@@ -153,7 +155,7 @@ fn hint_bar(f: &mut Frame, app: &App, area: Rect) {
     }
     hints.push((
         String::new(),
-        format!(" 1 sweep 2 logs 3 results · {} ", app.theme.name),
+        format!(" 1 sweep 2 logs 3 results · {} ", app.ui.theme.name),
         None,
     ));
     // Whole hints only: half a word is not a hint.
@@ -176,7 +178,7 @@ fn hint_bar(f: &mut Frame, app: &App, area: Rect) {
 pub(crate) fn block<'a>(app: &App, title: impl Into<Line<'a>>, focus: bool) -> Block<'a> {
     Block::default()
         .borders(Borders::ALL)
-        .border_style(app.theme.border(focus))
+        .border_style(app.ui.theme.border(focus))
         .title(title)
 }
 

@@ -35,7 +35,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
 
 /// The activity log, newest first: time, who (a client, the policy), what, what came of it.
 fn activity(f: &mut Frame, app: &App, area: Rect, scroll: usize) {
-    let t = &app.theme;
+    let t = &app.ui.theme;
     let r = centered(
         area,
         area.width.saturating_sub(4).min(120),
@@ -43,6 +43,7 @@ fn activity(f: &mut Frame, app: &App, area: Rect, scroll: usize) {
     );
     let rows = r.height.saturating_sub(2) as usize;
     let mut lines: Vec<Line> = app
+        .night
         .activity
         .iter()
         .rev()
@@ -86,7 +87,7 @@ fn activity(f: &mut Frame, app: &App, area: Rect, scroll: usize) {
     }
     let title = format!(
         " activity ({}; newest first, times UTC) · j/k scroll · A/Esc close ",
-        app.activity.len()
+        app.night.activity.len()
     );
     f.render_widget(Clear, r);
     f.render_widget(
@@ -98,8 +99,8 @@ fn activity(f: &mut Frame, app: &App, area: Rect, scroll: usize) {
 /// One decision for a failure group: what it is (count, first line, models, vLLM
 /// versions) and the keys that decide for every run of it.
 fn group(f: &mut Frame, app: &App, area: Rect, id: &str) {
-    let t = &app.theme;
-    let groups = app.failure_groups();
+    let t = &app.ui.theme;
+    let groups = app.seen().failure_groups();
     let kv = |k: &str, v: String| {
         Line::from(vec![
             Span::styled(format!("{k:<12}"), t.dim()),
@@ -168,8 +169,8 @@ fn group(f: &mut Frame, app: &App, area: Rect, id: &str) {
 }
 
 fn confirm(f: &mut Frame, app: &App, area: Rect, c: &Confirm) {
-    let t = &app.theme;
-    let c_ = app.state.counts();
+    let t = &app.ui.theme;
+    let c_ = app.night.state.counts();
     let (title, body) = match c {
         Confirm::Quit => (
             " quit? ",
@@ -183,13 +184,13 @@ fn confirm(f: &mut Frame, app: &App, area: Rect, c: &Confirm) {
             format!(
                 "A daemon runs this sweep ({} active, {} of {} done). d detaches and it goes on (`nightshift attach` rejoins); s stops the sweep (runs in flight are re-queued); esc stays.",
                 c_.active,
-                app.progress().done,
-                app.progress().total
+                app.night.progress().done,
+                app.night.progress().total
             ),
         ),
         Confirm::Cancel(run) => (
             " cancel run? ",
-            format!("Cancel {run} {}?", app.plan.runs[run.0 as usize].key),
+            format!("Cancel {run} {}?", app.night.plan.runs[run.0 as usize].key),
         ),
         Confirm::Override {
             by,
@@ -200,7 +201,7 @@ fn confirm(f: &mut Frame, app: &App, area: Rect, c: &Confirm) {
             " override? ",
             format!(
                 "{by} did `{what}` {ago_s} s ago. {} over it?",
-                crate::report::activity::describe_for(command, &|r| app.plan.runs
+                crate::report::activity::describe_for(command, &|r| app.night.plan.runs
                     [r.0 as usize]
                     .key
                     .clone())
@@ -210,7 +211,7 @@ fn confirm(f: &mut Frame, app: &App, area: Rect, c: &Confirm) {
             " fix category? ",
             format!(
                 "Retry {} held run(s) whose failure is {cat} with fix {recipe}, and each later one tonight (once per run)?",
-                app.state
+                app.night.state
                     .runs
                     .iter()
                     .filter(|r| matches!(r.state, crate::model::RunState::Held { category } if category == *cat))
@@ -257,10 +258,10 @@ fn confirm(f: &mut Frame, app: &App, area: Rect, c: &Confirm) {
 }
 
 fn detail(f: &mut Frame, app: &App, area: Rect, run: crate::model::RunId) {
-    let t = &app.theme;
-    let spec = &app.plan.runs[run.0 as usize];
-    let c = app.plan.commit_of(spec);
-    let r = app.state.run(run);
+    let t = &app.ui.theme;
+    let spec = &app.night.plan.runs[run.0 as usize];
+    let c = app.night.plan.commit_of(spec);
+    let r = app.night.state.run(run);
     let kv = |k: &str, v: String| {
         Line::from(vec![
             Span::styled(format!("{k:<14}"), t.dim()),
@@ -323,7 +324,7 @@ fn detail(f: &mut Frame, app: &App, area: Rect, run: crate::model::RunId) {
         if let Some(rc) = &fd.recipe {
             lines.push(kv("recipe", rc.clone()));
         }
-        if let Some(g) = app.group_of(run) {
+        if let Some(g) = app.seen().group_of(run) {
             lines.push(kv(
                 "group",
                 format!(

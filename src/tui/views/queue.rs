@@ -42,11 +42,11 @@ pub(crate) fn state_style(t: &Theme, s: &RunState) -> Style {
 }
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
-    let t = &app.theme;
+    let t = &app.ui.theme;
     let title = format!(
         " queue · {} commits × {} variants ",
-        app.cells.len(),
-        app.variants.len()
+        app.night.cells.len(),
+        app.night.variants.len()
     );
     let b = block(app, title, focus);
     let inner = b.inner(area);
@@ -56,13 +56,13 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     }
     // Status cells grow with the terminal (up to 32 columns), leaving half of what the
     // minimum layout does not use to the title and model.
-    let n = app.variants.len().max(1);
+    let n = app.night.variants.len().max(1);
     let spare = (inner.width as usize).saturating_sub(10 + CELL_W * n + 40);
     // Narrower than every variant's full cell: the cells share what there is (a glyph and
     // a number still fit in 8), and the title goes first — never a variant cut to a stub.
     let squeezed = (inner.width as usize).saturating_sub(10) / n;
     let cell_w = (CELL_W + spare / 2 / n).min(32).min(squeezed.max(8));
-    let cells_w = cell_w * app.variants.len();
+    let cells_w = cell_w * app.night.variants.len();
     let fixed = 10 + cells_w;
     let free = (inner.width as usize).saturating_sub(fixed);
     let model_w = if free > 40 { 18.min(free / 3) } else { 0 };
@@ -85,14 +85,14 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
             t.dim(),
         ));
     }
-    for v in &app.variants {
+    for v in &app.night.variants {
         head.push(Span::styled(
             format!("{:<w$}", fit(&format!(" {v}"), cell_w), w = cell_w),
             t.dim(),
         ));
     }
     let rows_h = inner.height as usize - 1;
-    let n = app.cells.len();
+    let n = app.night.cells.len();
     let mut offset = app.hits.queue_offset.get();
     if app.ui.sel_commit < offset {
         offset = app.ui.sel_commit;
@@ -110,7 +110,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
     app.hits.queue_cells_x.set((cells_x, cell_w as u16));
     let mut lines = vec![Line::from(head)];
     for ci in offset..(offset + rows_h).min(n) {
-        let c = &app.plan.commits[ci];
+        let c = &app.night.plan.commits[ci];
         let sel_row = ci == app.ui.sel_commit;
         let row_style = if sel_row {
             t.text().add_modifier(Modifier::BOLD)
@@ -134,11 +134,11 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
                 t.dim(),
             ));
         }
-        for (vi, cell) in app.cells[ci].iter().enumerate() {
+        for (vi, cell) in app.night.cells[ci].iter().enumerate() {
             let text = match cell {
                 None => format!("{:<w$}", " -", w = cell_w),
                 Some(run) => {
-                    let r = app.state.run(*run);
+                    let r = app.night.state.run(*run);
                     let metric = match (&r.state, headline(&r.metrics)) {
                         (_, Some((_, v))) => fmt_num(v),
                         (RunState::Active { stage }, None) => stage.short().to_string(),
@@ -159,7 +159,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect, focus: bool) {
                 }
             };
             let mut style = cell
-                .map(|r| state_style(t, &app.state.run(r).state))
+                .map(|r| state_style(t, &app.night.state.run(r).state))
                 .unwrap_or(t.dim());
             if sel_row && vi == app.ui.sel_variant {
                 style = t.selected();

@@ -54,13 +54,13 @@ pub(crate) fn columns(width: u16) -> Vec<(usize, u16)> {
 }
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let t = &app.theme;
+    let t = &app.ui.theme;
     let (rows, sel) = app.results_selection();
     let r = &app.ui.results;
     // The selected run's commit, charted under the table when there is room.
     let picked = sel
         .and_then(|i| rows.get(i))
-        .map(|run| app.plan.runs[run.0 as usize].commit);
+        .map(|run| app.night.plan.runs[run.0 as usize].commit);
     let (area, panel) = match picked {
         Some(c) if area.height >= 22 => {
             let [a, p] = Layout::vertical([Constraint::Min(8), Constraint::Length(8)]).areas(area);
@@ -72,7 +72,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         super::compare::draw(f, app, p, c);
     }
     // The night's failure groups above the table: one row per kind of unknown failure.
-    let groups = app.failure_groups();
+    let groups = app.seen().failure_groups();
     let area = if !groups.is_empty() && area.height >= 14 {
         let shown = groups.len().min(3) as u16;
         let [g, rest] =
@@ -100,7 +100,11 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     }
     let title = Line::from(vec![
         Span::styled(
-            format!(" results · {} of {} runs ", rows.len(), app.plan.runs.len()),
+            format!(
+                " results · {} of {} runs ",
+                rows.len(),
+                app.night.plan.runs.len()
+            ),
             t.text(),
         ),
         Span::styled(
@@ -155,9 +159,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .skip(offset)
         .take(body_h)
         .map(|(i, run)| {
-            let spec = &app.plan.runs[run.0 as usize];
-            let c = app.plan.commit_of(spec);
-            let rec = app.state.run(*run);
+            let spec = &app.night.plan.runs[run.0 as usize];
+            let c = app.night.plan.commit_of(spec);
+            let rec = app.night.state.run(*run);
             let st = super::queue::state_style(t, &rec.state);
             let cat = run_category(&rec.state, rec.finding.as_ref())
                 .map(|c| c.to_string())
@@ -248,7 +252,7 @@ fn draw_groups(
     area: Rect,
     groups: &[crate::report::groups::FailureGroup],
 ) {
-    let t = &app.theme;
+    let t = &app.ui.theme;
     let runs: usize = groups.iter().map(|g| g.count).sum();
     let title = Line::from(vec![
         Span::styled(

@@ -14,7 +14,8 @@ use ratatui::Frame;
 
 /// One job row: (run, job id, node, allocation, state).
 pub fn rows(app: &App) -> Vec<(RunId, String, String, String, String)> {
-    app.state
+    app.night
+        .state
         .runs
         .iter()
         .enumerate()
@@ -30,7 +31,7 @@ pub fn rows(app: &App) -> Vec<(RunId, String, String, String, String)> {
 }
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let t = &app.theme;
+    let t = &app.ui.theme;
     let jobs = rows(app);
     let b = block(app, format!(" GPUs · Slurm jobs ({}) ", jobs.len()), false);
     let inner = b.inner(area);
@@ -63,7 +64,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 "{:<10}",
                 fit(if state.is_empty() { "-" } else { state }, 10)
             );
-            let rest = format!(" {run} {}", app.plan.runs[run.0 as usize].key);
+            let rest = format!(" {run} {}", app.night.plan.runs[run.0 as usize].key);
             let used = head.chars().count() + state.chars().count();
             Line::from(vec![
                 Span::styled(head, t.text()),
@@ -99,7 +100,7 @@ mod tests {
                 event,
             });
         };
-        let runs = app.plan.runs.len();
+        let runs = app.night.plan.runs.len();
         send(
             &mut app,
             Event::SweepStarted {
@@ -167,7 +168,7 @@ mod tests {
             a.contains("gpu-a01") && a.contains("gpu:2") && a.contains("RUNNING"),
             "{text}"
         );
-        assert!(a.contains(&app.plan.runs[0].key[..8]), "{text}");
+        assert!(a.contains(&app.night.plan.runs[0].key[..8]), "{text}");
         let b = row("4712");
         assert!(
             b.contains(" - ") && b.contains("gpu:1") && b.contains("PENDING"),

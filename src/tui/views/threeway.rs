@@ -152,14 +152,14 @@ fn layout(
 }
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let t = &app.theme;
-    let report = app.report();
+    let t = &app.ui.theme;
+    let report = app.seen().report();
     let shown: Vec<&CommitRow> = report
         .rows
         .iter()
         .filter(|r| app.ui.verdict_filter.as_ref().is_none_or(|w| row_has(r, w)))
         .collect();
-    let variants: Vec<String> = app.variants.iter().map(|v| v.to_string()).collect();
+    let variants: Vec<String> = app.night.variants.iter().map(|v| v.to_string()).collect();
     // The comparisons' labels, in the order the report makes them.
     let mut all_labels: Vec<String> = Vec::new();
     for r in &shown {
@@ -170,6 +170,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         }
     }
     let sel_commit = app
+        .night
         .plan
         .commits
         .get(app.ui.sel_commit)
@@ -226,7 +227,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         return;
     }
     // The last line names what the keys act on: the selected cell, never the whole row.
-    let target = app.selected_run().map(|r| &app.plan.runs[r.0 as usize]);
+    let target = app
+        .selected_run()
+        .map(|r| &app.night.plan.runs[r.0 as usize]);
     let foot = match target {
         Some(spec) => {
             let mut spans = vec![
@@ -235,7 +238,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             ];
             // Its P99 TTFT with the interval its requests give (before the keys' hint,
             // which a narrow terminal cuts first).
-            let requests = app.state.run(spec.id).requests.as_deref();
+            let requests = app.night.state.run(spec.id).requests.as_deref();
             if let Some(q) = requests.and_then(|r| r.quantile("ttft", 0.99)) {
                 spans.push(Span::styled(
                     format!("  {}", q.label()),
@@ -338,6 +341,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             if title_w >= 8 {
                 // As the queue names it (a commit without a title by its kind and notes).
                 let title = app
+                    .night
                     .plan
                     .commits
                     .iter()
