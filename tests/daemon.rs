@@ -392,17 +392,7 @@ fn status_after_the_end_gives_the_outcome_and_the_digest() {
     let tmp = tempfile::tempdir().unwrap();
     let plan = plan(tmp.path(), 3);
     let store = tmp.path().join("store");
-    let o = headless_run(
-        &plan,
-        &[
-            "--gpus",
-            "2",
-            "--speed",
-            "max",
-            "--store",
-            store.to_str().unwrap(),
-        ],
-    );
+    let o = headless_to_end(&plan, &store);
     assert!(o.status.code().is_some(), "{o:?}");
     let (code, line) = status(&store);
     assert_eq!(code, 1, "{line}");
@@ -493,4 +483,58 @@ fn wait_blocks_until_the_night_ends_or_its_limit() {
         String::from_utf8_lossy(&o.stdout)
     );
     let _ = daemon.wait();
+}
+
+/// An operator who paused the night has not said "go" when its daemon dies: the daemon
+/// started next (as the TUI starts one) begins paused, runs nothing until a client resumes
+/// it, and outlives a second death the same way; a `--headless` run started by hand, where
+/// no client could lift the pause, is the operator's resume and says so.
+#[test]
+fn an_operators_pause_outlives_a_killed_daemon() {
+    use nightshift::model::PauseBy;
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = plan(tmp.path(), 20);
+    let store = tmp.path().join("store");
+    let mut first = background(&plan, &store, "2");
+    wait_for("the first daemon", 30, || status(&store).0 == 0);
+    let (mut c, _) = Client::attach(&store);
+    c.send(&ClientMsg::Command {
+        command: Cmd::Pause,
+    });
+    c.until("pause", |e| matches!(e, Event::Paused { .. }));
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    for life in ["second", "third"] {
+        // At full speed the 40 runs would end in a second or two if it were not paused.
+        let mut next = background(&plan, &store, "max");
+        wait_for(life, 30, || status(&store).0 == 0);
+        let (c, welcome) = Client::attach(&store);
+        let DaemonMsg::Welcome { state, .. } = welcome else {
+            panic!("expected a welcome, got {welcome:?}");
+        };
+        let reason = state.paused.clone().unwrap_or_default();
+        assert_eq!(state.paused_by, PauseBy::Operator, "{life}: {reason:?}");
+        assert_eq!(reason.matches("kept from").count(), 1, "{life}: {reason}");
+        std::thread::sleep(Duration::from_millis(1500));
+        let (code, line) = status(&store);
+        assert_eq!(code, 0, "{life}: {line}");
+        assert!(line.contains("paused"), "{life}: {line}");
+        assert!(
+            next.try_wait().unwrap().is_none(),
+            "{life} ended while paused"
+        );
+        drop(c);
+        next.kill().unwrap();
+        next.wait().unwrap();
+    }
+
+    let out = headless_to_end(&plan, &store);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("started by hand, resumes it"), "{text}");
+    assert_eq!(out.status.code(), Some(0), "{text}");
 }

@@ -77,6 +77,8 @@ pub struct Prepared {
     pub obs: crate::store::StoreObserver,
     pub state: crate::state::SweepState,
     pub log_dir: PathBuf,
+    /// The pause the sweep's last life ended in (see `store::pause`).
+    pub ended_pause: Option<crate::store::pause::StoredPause>,
 }
 
 /// Open (or create) the sweep's store, apply `--retry-failed` / `--rerun-changed`, and say
@@ -122,6 +124,7 @@ pub(crate) fn prepare_run(a: &RunArgs) -> Result<Prepared, i32> {
         obs,
         state,
         log_dir,
+        ended_pause: rep.ended_pause,
     })
 }
 

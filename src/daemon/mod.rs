@@ -86,6 +86,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             obs,
             state,
             log_dir,
+            ended_pause,
         } = match prepare_run(&a) {
             Ok(p) => p,
             Err(c) => {
@@ -131,6 +132,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
         if let Some(why) = &low_at_start {
             tracing::warn!("{why}");
         }
+        let start_paused = start_pause(ended_pause, background, low_at_start.clone());
         let ov = a.overrides.clone();
         let calibration = obs
             .shared()
@@ -146,7 +148,7 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             // A held unknown failure waits for a client at most as long as a held run
             // waits before it is alerted about.
             .with_held_limit(Duration::from_millis(a.alerts.1.held_after_ms))
-            .with_start_paused(low_at_start.clone())
+            .with_start_paused(start_paused.clone())
             .with_window(window);
         let shutdown = CancellationToken::new();
         let meta = protocol::Meta {
@@ -212,7 +214,12 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
                 hub.clone(),
                 plan.name.clone(),
                 a.alerts.clone(),
-                took_over,
+                took_over.then_some(match &start_paused {
+                    Some((_, crate::model::PauseBy::Operator)) => {
+                        "a stale socket was taken over (the previous daemon died); the operator's pause is kept: runs wait for `p`"
+                    }
+                    _ => "a stale socket was taken over (the previous daemon died)",
+                }),
             ))
         });
         console::say(format_args!(
@@ -288,6 +295,33 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
             }
         }
     })
+}
+
+/// The pause this life starts in: the operator's own from the last life where a client can
+/// lift it (said on the console either way, `store::pause`), else the disk watch's.
+fn start_pause(
+    ended: Option<crate::store::pause::StoredPause>,
+    background: bool,
+    disk_low: Option<String>,
+) -> Option<(String, crate::model::PauseBy)> {
+    use crate::store::pause::{carry, Carry};
+    match carry(ended, background) {
+        Carry::Keep { reason, by } => {
+            console::say(format_args!(
+                "nightshift: the sweep starts paused, as its last run ended: {reason}; `p` in a client resumes it"
+            ));
+            // The operator's pause stands over a low disk: only they lift it, and the
+            // disk watch pauses again on its next look if space is still short.
+            Some((reason, by))
+        }
+        Carry::Lift { reason, why } => {
+            console::say(format_args!(
+                "nightshift: the last run ended paused ({reason}); {why}"
+            ));
+            disk_low.map(|w| (w, crate::model::PauseBy::Disk))
+        }
+        Carry::Nothing => disk_low.map(|w| (w, crate::model::PauseBy::Disk)),
+    }
 }
 
 /// The store directory, owner-only: created 0700, tightened to 0700 when it is ours, and
@@ -515,7 +549,7 @@ async fn alerts_task(
     hub: std::sync::Arc<server::Hub>,
     sweep: String,
     (targets, limits): (crate::alerts::Targets, crate::alerts::Limits),
-    restarted: bool,
+    restarted: Option<&'static str>,
 ) {
     use crate::alerts::{send::Sender, Alerter};
     let (state, mut rx) = hub.subscribe();
@@ -539,11 +573,8 @@ async fn alerts_task(
             }
         }
     };
-    if restarted {
-        let got = alerter.restarted(
-            crate::event::now_ms(),
-            "a stale socket was taken over (the previous daemon died)",
-        );
+    if let Some(why) = restarted {
+        let got = alerter.restarted(crate::event::now_ms(), why);
         deliver(got).await;
     }
     let mut tick = tokio::time::interval(Duration::from_secs(30));

@@ -114,8 +114,9 @@ pub struct Engine {
     /// How long an unknown failure the operator's policy holds may wait with no client
     /// attached before it fails and the night goes on (`--alert-held-min`).
     held_limit: Option<Duration>,
-    /// A pause the sweep starts in (the disk watch found a directory below its floor).
-    start_paused: Option<String>,
+    /// A pause the sweep starts in: the disk watch found a directory below its floor, or
+    /// the operator's pause outlived the last daemon (`store::pause`).
+    start_paused: Option<(String, PauseBy)>,
     /// Clients attached to the daemon (None: the operator's TUI runs in this process).
     clients: Option<Arc<std::sync::atomic::AtomicUsize>>,
     /// Held unknown failures: when their wait ends, for which attempt.
@@ -218,8 +219,8 @@ impl Engine {
         self
     }
 
-    /// Start paused, for `why`, before any run is given GPUs.
-    pub(crate) fn with_start_paused(mut self, why: Option<String>) -> Self {
+    /// Start paused, for `why` and by whom, before any run is given GPUs.
+    pub(crate) fn with_start_paused(mut self, why: Option<(String, PauseBy)>) -> Self {
         self.start_paused = why;
         self
     }
@@ -367,13 +368,9 @@ impl Engine {
             .set_typical(self.runtime.typical_run().mul_f64(self.time_scale));
         self.schedule.rebuild(&self.state);
         self.prepare_runs()?;
-        if let Some(why) = self.start_paused.take() {
+        if let Some((reason, by)) = self.start_paused.take() {
             if self.state.paused.is_none() {
-                // The disk watch found a directory below its floor before the night began.
-                self.emit(Event::Paused {
-                    reason: why,
-                    by: PauseBy::Disk,
-                })?;
+                self.emit(Event::Paused { reason, by })?;
             }
         }
         let image_stop = CancellationToken::new();

@@ -14,6 +14,7 @@
 //! [`view`]: derived, rebuilt whenever missing or stale.
 
 mod observer;
+pub mod pause;
 pub mod resume;
 pub mod salvage;
 pub mod sled;

@@ -121,6 +121,9 @@ pub struct ResumeReport {
     pub requeued: Vec<(String, String)>,
     /// Changed runs kept as they were (no --rerun-changed).
     pub changed_kept: usize,
+    /// The pause the store's last life ended in, for the new life to carry or lift
+    /// ([`super::pause::carry`]).
+    pub ended_pause: Option<super::pause::StoredPause>,
 }
 
 impl ResumeReport {
@@ -174,6 +177,7 @@ pub fn prepare(
     let snap = PlanSnapshot::of(plan);
     let resumed = store.plan().is_some();
     let old_hash = store.plan().map(|p| p.hash.clone());
+    let ended_pause = store.ended_pause();
     let mut d = diff(store.runs(), &snap.runs);
     d.hash_changed = old_hash.is_some_and(|h| h != plan.hash);
     let (records, requeue) = reconstruct(&snap.runs, store.runs(), &d, opts);
@@ -208,6 +212,7 @@ pub fn prepare(
 
     let mut report = ResumeReport {
         resumed,
+        ended_pause,
         ..Default::default()
     };
     for r in &records {

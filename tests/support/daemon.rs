@@ -51,28 +51,42 @@ pub fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
 }
 
 pub fn headless(plan: &Path, store: &Path, speed: &str) -> Daemon {
+    spawn_run(plan, store, speed, false)
+}
+
+/// As the TUI starts it: `--headless` with the daemon's mark, so it waits for a client
+/// where a run (or a pause) needs an operator.
+#[allow(dead_code)] // each test binary uses part of this module
+pub fn background(plan: &Path, store: &Path, speed: &str) -> Daemon {
+    spawn_run(plan, store, speed, true)
+}
+
+fn spawn_run(plan: &Path, store: &Path, speed: &str, background: bool) -> Daemon {
+    let mut cmd = Command::new(BIN);
+    if background {
+        cmd.env("NIGHTSHIFT_DAEMON", "1");
+    }
     Daemon(
-        Command::new(BIN)
-            .args([
-                "run",
-                plan.to_str().unwrap(),
-                "--runtime",
-                "sim",
-                "--headless",
-            ])
-            .args([
-                "--gpus",
-                "2",
-                "--speed",
-                speed,
-                "--store",
-                store.to_str().unwrap(),
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+        cmd.args([
+            "run",
+            plan.to_str().unwrap(),
+            "--runtime",
+            "sim",
+            "--headless",
+        ])
+        .args([
+            "--gpus",
+            "2",
+            "--speed",
+            speed,
+            "--store",
+            store.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap(),
     )
 }
 
@@ -178,4 +192,20 @@ pub fn headless_run(plan: &Path, args: &[&str]) -> std::process::Output {
         .args(args)
         .output()
         .unwrap()
+}
+
+/// `headless_run` on `store` with two GPUs at full speed: a small sweep to its end.
+#[allow(dead_code)] // each test binary uses part of this module
+pub fn headless_to_end(plan: &Path, store: &Path) -> std::process::Output {
+    headless_run(
+        plan,
+        &[
+            "--gpus",
+            "2",
+            "--speed",
+            "max",
+            "--store",
+            store.to_str().unwrap(),
+        ],
+    )
 }
