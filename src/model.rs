@@ -74,6 +74,11 @@ impl std::str::FromStr for Variant {
     }
 }
 
+/// A commit's index in the plan (`plan.commits[i]`), as runs and the queue point at it:
+/// not its rank in the night's order ([`crate::night::order::Rank`]), not its hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CommitIx(pub usize);
+
 /// Index of a run in the expanded plan. Stable for one plan; the store maps it to a
 /// textual key (commit/variant) so it survives plan edits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -24,6 +24,7 @@ mod tests;
 
 use crate::images::layers::{Disk, Manifest};
 use crate::images::{self, Budget, Step, Stock};
+use crate::model::CommitIx;
 use crate::plan::Plan;
 use model::{Mix, GB};
 use std::collections::{BTreeMap, BTreeSet};
@@ -164,17 +165,20 @@ pub(crate) fn simulate(plan: &Plan, bx: &Box_, prefetch: bool, share: bool) -> N
     let rank = if prefetch {
         ranks(&m, bx)
     } else {
-        m.runs.iter().map(|r| (r.commit, r.commit)).collect()
+        m.runs
+            .iter()
+            .map(|r| (CommitIx(r.commit), order::Rank(r.commit)))
+            .collect()
     };
     run(&m, bx, prefetch, &rank)
 }
 
 /// The commits' ranks for this mix ([`order::ranks`]).
-pub fn ranks(m: &Mix, bx: &Box_) -> BTreeMap<usize, usize> {
+pub fn ranks(m: &Mix, bx: &Box_) -> order::Ranks {
     let mut loads: BTreeMap<usize, order::Load> = BTreeMap::new();
     for r in &m.runs {
         let l = loads.entry(r.commit).or_insert(order::Load {
-            commit: r.commit,
+            commit: CommitIx(r.commit),
             gpus: 0,
             gpu_secs: 0.0,
             build_secs: 0.0,
@@ -200,7 +204,7 @@ pub fn ranks(m: &Mix, bx: &Box_) -> BTreeMap<usize, usize> {
 }
 
 /// The night of mix `m` with commits in `rank` order.
-pub fn run(m: &Mix, bx: &Box_, prefetch: bool, rank: &BTreeMap<usize, usize>) -> Night {
+pub fn run(m: &Mix, bx: &Box_, prefetch: bool, rank: &order::Ranks) -> Night {
     let runs = &m.runs;
     let bound = bound::of(m, bx.gpus, bx.link_bps, bx.make_slots);
     let mut n = Night {
@@ -214,7 +218,7 @@ pub fn run(m: &Mix, bx: &Box_, prefetch: bool, rank: &BTreeMap<usize, usize>) ->
         let r = &runs[i];
         order::key(
             started.contains(&r.commit),
-            rank.get(&r.commit).copied().unwrap_or(usize::MAX),
+            rank.of(CommitIx(r.commit)),
             r.variant_order,
             i,
         )

@@ -47,7 +47,7 @@ fn night(plan: &Plan, gpus: u32, seed: u64) -> Vec<Run> {
                 need: Need {
                     gpus: r.gpus.max(1),
                     group,
-                    order: (ranks.get(&r.commit).copied().unwrap_or(r.commit), r.order),
+                    order: (ranks.of(crate::model::CommitIx(r.commit)).0, r.order),
                     commit_started: false,
                     prior_ms: c.kind().unwrap_or_default().typical_secs() * 1000,
                 },

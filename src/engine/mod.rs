@@ -650,13 +650,12 @@ impl Engine {
     /// seven GPUs idle), then the rest longest first — within the operator's priorities.
     /// With a window, the most wanted and cheapest commits first, so what does not fit is
     /// the least wanted.
-    fn commit_ranks(&self) -> HashMap<usize, usize> {
-        let ranks = if self.schedule.window().is_some() {
+    fn commit_ranks(&self) -> crate::night::order::Ranks {
+        if self.schedule.window().is_some() {
             crate::night::order::window_ranks(&self.plan)
         } else {
             crate::night::order::plan_ranks(&self.plan, self.opts.gpus)
-        };
-        ranks.into_iter().collect()
+        }
     }
 
     /// Commits with queued runs and none started: what did not fit the window.

@@ -71,7 +71,7 @@ type Candidate<'a> = (&'a str, &'a str, usize, u32, Vec<(Variant, Vec<f64>)>);
 
 /// A commit whose comparison is still open: (p, rank, commit, the repeat to release, runs
 /// so far a side).
-type Open = (f64, usize, usize, u32, usize);
+type Open = (f64, crate::night::order::Rank, usize, u32, usize);
 
 /// The plan's runs by commit.
 fn by_commit(plan: &crate::plan::Plan) -> BTreeMap<usize, Vec<RunId>> {
@@ -202,7 +202,7 @@ impl Engine {
             .iter()
             .filter_map(|(k, class, commit, next, sides)| {
                 let p = open(k, sides, bands.get(&(*k, *class)), &cfg)?;
-                let rank = self.schedule.rank(*commit);
+                let rank = self.schedule.rank(crate::model::CommitIx(*commit));
                 let n = sides.iter().map(|(_, v)| v.len()).min().unwrap_or(0);
                 Some((p, rank, *commit, *next, n))
             })

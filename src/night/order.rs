@@ -20,12 +20,44 @@
 //!   done (builds run a few at a time on the CPU), so its three variants run together
 //!   instead of the human run early and the other two an hour later.
 
+use crate::model::CommitIx;
 use std::collections::BTreeMap;
+
+/// A commit's place in the night's order: 0 runs first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Rank(pub usize);
+
+/// Each commit's rank. A commit the order does not know (skipped, added since) keeps its
+/// plan place, behind none of the ranked ones it was before: one rule for the scheduler,
+/// the ETA's replay and the planner.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ranks(BTreeMap<CommitIx, Rank>);
+
+impl Ranks {
+    pub fn of(&self, c: CommitIx) -> Rank {
+        self.0.get(&c).copied().unwrap_or(Rank(c.0))
+    }
+
+    /// The rank of a commit the order knows.
+    pub fn get(&self, c: CommitIx) -> Option<Rank> {
+        self.0.get(&c).copied()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (CommitIx, Rank)> + '_ {
+        self.0.iter().map(|(c, r)| (*c, *r))
+    }
+}
+
+impl FromIterator<(CommitIx, Rank)> for Ranks {
+    fn from_iter<I: IntoIterator<Item = (CommitIx, Rank)>>(it: I) -> Ranks {
+        Ranks(it.into_iter().collect())
+    }
+}
 
 /// What the order needs to know of one commit's runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Load {
-    pub commit: usize,
+    pub commit: CommitIx,
     /// GPUs its runs need (the largest, if they differ).
     pub gpus: u32,
     /// GPU-seconds of all its runs (estimates: durations seen before, or timeouts).
@@ -37,7 +69,7 @@ pub struct Load {
 
 /// Commit → rank (0 runs first). `gpus`: the box's; `build_slots`: builds at once;
 /// `head_s`: expected seconds before the first image is here.
-pub fn ranks(loads: &[Load], gpus: u32, build_slots: usize, head_s: f64) -> BTreeMap<usize, usize> {
+pub fn ranks(loads: &[Load], gpus: u32, build_slots: usize, head_s: f64) -> Ranks {
     let g = gpus.max(1) as f64;
     let slots = build_slots.max(1);
     let mut big: Vec<&Load> = loads.iter().filter(|l| l.gpus > 1).collect();
@@ -63,7 +95,7 @@ pub fn ranks(loads: &[Load], gpus: u32, build_slots: usize, head_s: f64) -> BTre
         .collect();
     built.sort_by_key(|l| l.commit);
 
-    let mut order: Vec<usize> = Vec::with_capacity(loads.len());
+    let mut order: Vec<CommitIx> = Vec::with_capacity(loads.len());
     // Expected time the next commit starts, and when each build slot frees.
     let mut t = head_s;
     let mut slot_free = vec![head_s; slots];
@@ -96,16 +128,15 @@ pub fn ranks(loads: &[Load], gpus: u32, build_slots: usize, head_s: f64) -> BTre
         order.push(next.commit);
         t += next.gpu_secs / g;
     }
-    order.into_iter().enumerate().map(|(r, c)| (c, r)).collect()
+    order
+        .into_iter()
+        .enumerate()
+        .map(|(r, c)| (c, Rank(r)))
+        .collect()
 }
 
 /// The key a queued run sorts by: the engine's, with the commit's rank for the commit.
-pub fn key(
-    started: bool,
-    rank: usize,
-    variant_order: u8,
-    index: usize,
-) -> (bool, usize, u8, usize) {
+pub fn key(started: bool, rank: Rank, variant_order: u8, index: usize) -> (bool, Rank, u8, usize) {
     (!started, rank, variant_order, index)
 }
 
@@ -118,7 +149,7 @@ fn loads_of(plan: &crate::plan::Plan) -> Vec<(i32, Load)> {
             (
                 plan.commits[spec.commit].priority,
                 Load {
-                    commit: spec.commit,
+                    commit: CommitIx(spec.commit),
                     gpus: 0,
                     gpu_secs: 0.0,
                     build_secs: 0.0,
@@ -134,7 +165,7 @@ fn loads_of(plan: &crate::plan::Plan) -> Vec<(i32, Load)> {
 /// The engine's rank of each commit of `plan` on a box of `gpus`: the operator's priority
 /// first (higher earlier), then [`ranks`] within each priority. What the scheduler sorts
 /// by, and what the ETA's replay sorts by too.
-pub(crate) fn plan_ranks(plan: &crate::plan::Plan, gpus: u32) -> BTreeMap<usize, usize> {
+pub(crate) fn plan_ranks(plan: &crate::plan::Plan, gpus: u32) -> Ranks {
     let mut tiers: BTreeMap<std::cmp::Reverse<i32>, Vec<Load>> = BTreeMap::new();
     for (p, l) in loads_of(plan) {
         tiers.entry(std::cmp::Reverse(p)).or_default().push(l);
@@ -142,17 +173,17 @@ pub(crate) fn plan_ranks(plan: &crate::plan::Plan, gpus: u32) -> BTreeMap<usize,
     let mut out = BTreeMap::new();
     for loads in tiers.values() {
         let base = out.len();
-        for (c, r) in ranks(loads, gpus.max(1), 2, 0.0) {
-            out.insert(c, base + r);
+        for (c, r) in ranks(loads, gpus.max(1), 2, 0.0).iter() {
+            out.insert(c, Rank(base + r.0));
         }
     }
-    out
+    Ranks(out)
 }
 
 /// Under a window, the order that finishes the most wanted commits: the operator's
 /// priority first, then the cheapest (fewest GPU-runs), then plan order — so what does not
 /// fit is the least wanted and the most expensive, and every commit started can finish.
-pub(crate) fn window_ranks(plan: &crate::plan::Plan) -> BTreeMap<usize, usize> {
+pub(crate) fn window_ranks(plan: &crate::plan::Plan) -> Ranks {
     let mut loads = loads_of(plan);
     loads.sort_by(|(pa, a), (pb, b)| {
         pb.cmp(pa)
@@ -162,7 +193,7 @@ pub(crate) fn window_ranks(plan: &crate::plan::Plan) -> BTreeMap<usize, usize> {
     loads
         .into_iter()
         .enumerate()
-        .map(|(r, (_, l))| (l.commit, r))
+        .map(|(r, (_, l))| (l.commit, Rank(r)))
         .collect()
 }
 
@@ -170,9 +201,14 @@ pub(crate) fn window_ranks(plan: &crate::plan::Plan) -> BTreeMap<usize, usize> {
 mod tests {
     use super::*;
 
+    /// The rank of a commit the order knows.
+    fn at(r: &Ranks, commit: usize) -> usize {
+        r.get(CommitIx(commit)).expect("a ranked commit").0
+    }
+
     fn load(commit: usize, gpus: u32, gpu_secs: f64, build_secs: f64) -> Load {
         Load {
-            commit,
+            commit: CommitIx(commit),
             gpus,
             gpu_secs,
             build_secs,
@@ -193,7 +229,7 @@ mod tests {
             2,
             160.0,
         );
-        let mut by_rank: Vec<(usize, usize)> = r.iter().map(|(c, r)| (*r, *c)).collect();
+        let mut by_rank: Vec<(usize, usize)> = r.iter().map(|(c, r)| (r.0, c.0)).collect();
         by_rank.sort();
         let order: Vec<usize> = by_rank.into_iter().map(|(_, c)| c).collect();
         assert_eq!(order, vec![3, 1, 2, 4, 0]);
@@ -206,7 +242,7 @@ mod tests {
         loads.push(load(40, 1, 800.0, 2700.0));
         let r = ranks(&loads, 8, 2, 0.0);
         // 2700 s of builds = 27 commits of 100 s ahead of it.
-        assert_eq!(r[&40], 27);
+        assert_eq!(at(&r, 40), 27);
     }
     fn plan_with(commits: &[(u32, i32)]) -> crate::plan::Plan {
         let mut t = String::from(
@@ -228,8 +264,8 @@ mod tests {
         let plan = plan_with(&[(1, 0), (8, 0), (1, 5), (1, 0)]);
         assert_eq!(plan.commits[2].priority, 5);
         let r = plan_ranks(&plan, 8);
-        assert_eq!(r[&2], 0, "{r:?}");
-        assert_eq!(r[&1], 1, "{r:?}");
+        assert_eq!(at(&r, 2), 0, "{r:?}");
+        assert_eq!(at(&r, 1), 1, "{r:?}");
     }
 
     #[test]
@@ -238,9 +274,21 @@ mod tests {
         let r = window_ranks(&plan);
         // Priority first (even the dearest), then the cheapest, so what is left out is
         // the least wanted and dearest.
-        assert_eq!(r[&3], 0, "{r:?}");
-        assert_eq!(r[&1], 1, "{r:?}");
-        assert_eq!(r[&2], 2, "{r:?}");
-        assert_eq!(r[&0], 3, "{r:?}");
+        assert_eq!(at(&r, 3), 0, "{r:?}");
+        assert_eq!(at(&r, 1), 1, "{r:?}");
+        assert_eq!(at(&r, 2), 2, "{r:?}");
+        assert_eq!(at(&r, 0), 3, "{r:?}");
+    }
+
+    #[test]
+    fn a_commit_the_order_does_not_know_keeps_its_plan_place() {
+        let r: Ranks = [(CommitIx(4), Rank(0)), (CommitIx(0), Rank(1))]
+            .into_iter()
+            .collect();
+        assert_eq!(r.of(CommitIx(4)), Rank(0));
+        assert_eq!(r.of(CommitIx(0)), Rank(1));
+        // Commit 2 was added since the order was made: it sorts at its plan place.
+        assert_eq!(r.of(CommitIx(2)), Rank(2));
+        assert_eq!(r.get(CommitIx(2)), None);
     }
 }

@@ -140,7 +140,7 @@ fn big_runs_first_and_a_commits_variants_together() {
             .map(|r| r.gpus)
             .max()
     };
-    let mut by_rank: Vec<(usize, usize)> = rank.iter().map(|(c, r)| (*r, *c)).collect();
+    let mut by_rank: Vec<(usize, usize)> = rank.iter().map(|(c, r)| (r.0, c.0)).collect();
     by_rank.sort();
     let order: Vec<u32> = by_rank.iter().filter_map(|(_, c)| gpus(*c)).collect();
     let big = order.iter().filter(|g| **g > 1).count();

@@ -7,7 +7,8 @@
 
 use super::{may_backfill, GpuPool, Place, Queue};
 use crate::event::{Event, ImageStatus};
-use crate::model::{RunId, RunState};
+use crate::model::{CommitIx, RunId, RunState};
+use crate::night::order::{Rank, Ranks};
 use crate::plan::{Plan, RunSpec};
 use crate::state::SweepState;
 use crate::window::{Lengths, Window};
@@ -21,7 +22,7 @@ pub struct Schedule {
     pool: GpuPool,
     queue: Queue,
     /// Each commit's rank tonight ([`crate::night::order`]); absent: its plan index.
-    ranks: HashMap<usize, usize>,
+    ranks: Ranks,
     /// A run waiting out a backoff starts no earlier than this.
     not_before: HashMap<RunId, Instant>,
     window: Option<Window>,
@@ -46,7 +47,7 @@ impl Schedule {
             plan,
             pool: GpuPool::new(gpus),
             queue: Queue::default(),
-            ranks: HashMap::new(),
+            ranks: Ranks::default(),
             not_before: HashMap::new(),
             window: None,
             lengths: Lengths::default(),
@@ -68,12 +69,12 @@ impl Schedule {
     }
 
     /// The commits' order tonight (commit index → rank).
-    pub(crate) fn set_ranks(&mut self, ranks: HashMap<usize, usize>) {
+    pub(crate) fn set_ranks(&mut self, ranks: Ranks) {
         self.ranks = ranks;
     }
 
-    pub fn rank(&self, commit: usize) -> usize {
-        self.ranks.get(&commit).copied().unwrap_or(commit)
+    pub fn rank(&self, commit: CommitIx) -> Rank {
+        self.ranks.of(commit)
     }
 
     /// A run's expected wall length before any has ended tonight.
@@ -344,7 +345,7 @@ impl Schedule {
             (Place(0), 0)
         } else {
             let stride = self.plan.commits.len() + 1;
-            let place = spec.round as usize * stride + self.rank(spec.commit) + 1;
+            let place = spec.round as usize * stride + self.rank(CommitIx(spec.commit)).0 + 1;
             (Place(place), spec.order)
         }
     }

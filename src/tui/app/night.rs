@@ -179,10 +179,7 @@ impl Night {
                 let need = Need {
                     gpus: spec.gpus.max(1),
                     group: format!("{}|{}", c.model.as_deref().unwrap_or("?"), c.needs_server()),
-                    order: (
-                        ranks.get(&spec.commit).copied().unwrap_or(spec.commit),
-                        spec.order,
-                    ),
+                    order: (ranks.of(crate::model::CommitIx(spec.commit)).0, spec.order),
                     // The sim's runs are as long as its speed makes them: the daemon says
                     // how long (no prior without it).
                     prior_ms: if self.runtime == "sim" {
