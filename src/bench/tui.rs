@@ -140,7 +140,7 @@ pub(crate) fn busy_app(runs: usize, lines: usize) -> App {
         );
     }
     app.night.now_ms = at + 60_000;
-    app.sim_gpu_tick();
+    app.night.sim_gpu_tick();
     app
 }
 

@@ -34,7 +34,7 @@ pub fn main(samples: usize, every: Duration, (width, height): (u16, u16)) -> i32
                 a
             });
             last = Some(s.clone());
-            a.on_gpu(msg);
+            a.night.on_gpu(msg);
         }
     }
     let (Some(app), Some(last)) = (app, last) else {

@@ -9,6 +9,7 @@ mod command;
 mod complete;
 mod disk_logs;
 mod events;
+mod fold;
 mod keys;
 mod night;
 mod results;

@@ -133,12 +133,12 @@ where
                 Some(Err(_)) | None => break,
             },
             Some(m) = grx.recv() => {
-                app.on_gpu(m);
+                app.night.on_gpu(m);
                 dirty = true;
             }
             _ = gpu_tick.tick(), if opts.simulate_gpus => {
                 app.night.now_ms = crate::event::now_ms();
-                app.sim_gpu_tick();
+                app.night.sim_gpu_tick();
                 dirty = true;
             }
             _ = tick.tick() => {}

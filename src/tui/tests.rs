@@ -245,7 +245,7 @@ pub(crate) fn scene() -> App {
     app.night.now_ms = T0 + 100_000;
     for k in 0..30 {
         app.night.now_ms = T0 + 70_000 + k * 1000;
-        app.sim_gpu_tick();
+        app.night.sim_gpu_tick();
     }
     app.night.now_ms = T0 + 100_000;
     // Watch the streaming benchmark.
@@ -318,14 +318,19 @@ fn held_run_shows_the_diagnosis_banner_with_keys() {
     );
 }
 
+/// The logs view with `text` typed into its search line (not yet entered).
+fn typing_search(app: &mut App, text: &str) {
+    key(app, '2');
+    key(app, '/');
+    for c in text.chars() {
+        key(app, c);
+    }
+}
+
 #[test]
 fn logs_view_with_search_highlight() {
     let mut app = scene();
-    key(&mut app, '2');
-    key(&mut app, '/');
-    for c in "broken pipe".chars() {
-        key(&mut app, c);
-    }
+    typing_search(&mut app, "broken pipe");
     insta::assert_snapshot!("search_typing_100x30", render(&app, 100, 30));
     app.on_key(Key::code(KeyCode::Enter));
     let first = app.ui.search_at.expect("a match");
@@ -454,7 +459,7 @@ fn skip_keys_and_pause() {
 fn no_nvml_and_themes() {
     let mut app = scene();
     app.night.gpus.clear();
-    app.on_gpu(GpuMsg::Unavailable(
+    app.night.on_gpu(GpuMsg::Unavailable(
         "no NVIDIA driver (NVML): libnvidia-ml.so not found".into(),
     ));
     let s = render(&app, 120, 36);
@@ -472,7 +477,7 @@ fn no_nvml_and_themes() {
 fn scene_no_nvml() -> App {
     let mut app = scene();
     app.night.gpus.clear();
-    app.on_gpu(GpuMsg::Unavailable(
+    app.night.on_gpu(GpuMsg::Unavailable(
         "no NVIDIA driver (NVML): libnvidia-ml.so not found".into(),
     ));
     app
@@ -496,6 +501,32 @@ fn log_rings_stay_bounded() {
         &*ring.server.back().unwrap().text,
         format!("line {}", RING_LINES + 499)
     );
+}
+
+/// Another run's full ring drops its oldest lines: the match the operator is on in the
+/// shown ring stays on its line (only the shown ring's own drops move it).
+#[test]
+fn another_runs_ring_moving_leaves_the_search_match_where_it_was() {
+    let mut app = scene();
+    typing_search(&mut app, "broken pipe");
+    app.on_key(Key::code(KeyCode::Enter));
+    let shown = app.selected_run().expect("a selected run");
+    let at = app.ui.search_at.expect("a match");
+    let other = (0..app.night.plan.runs.len() as u32)
+        .find(|r| RunId(*r) != shown)
+        .unwrap();
+    let mut f = Feed { seq: 10_000 };
+    for i in 0..(RING_LINES + 50) {
+        f.log(
+            &mut app,
+            99_000,
+            other,
+            Stream::Server,
+            &format!("line {i}"),
+        );
+    }
+    assert!(app.night.logs[other as usize].as_ref().unwrap().dropped >= 50);
+    assert_eq!(app.ui.search_at, Some(at));
 }
 
 #[test]
@@ -581,7 +612,7 @@ fn nvml_samples_name_the_holder_and_flag_foreign_processes() {
         run: None,
     };
     // GPU 6 is held by run 6; GPU 5 is held by nobody but has a process on it.
-    app.on_gpu(GpuMsg::Samples(vec![
+    app.night.on_gpu(GpuMsg::Samples(vec![
         (sample(5), vec![4242]),
         (sample(6), vec![777]),
     ]));

@@ -31,7 +31,7 @@ fn h200s() -> App {
         })
         .collect();
     // Twice, so each GPU has a history for its sparklines.
-    app.on_gpu(GpuMsg::Samples(samples));
+    app.night.on_gpu(GpuMsg::Samples(samples));
     let again = (0..10u32)
         .map(|i| match i {
             0 => (sample(0, 100, 1024, 59, 693), vec![4242]),
@@ -39,7 +39,7 @@ fn h200s() -> App {
             i => (sample(i, 10 * i, 50_000, 40 + i, 100 + 50 * i), vec![]),
         })
         .collect();
-    app.on_gpu(GpuMsg::Samples(again));
+    app.night.on_gpu(GpuMsg::Samples(again));
     app
 }
 
