@@ -176,14 +176,7 @@ impl Observer for StoreObserver {
             // Written with the next flush: a summary is rewritten at most once per transition.
             self.dirty.insert(i);
         }
-        match &env.event {
-            // Kept across the daemon's lives (`pause.rs`): a pause is durable at once.
-            Event::Paused { reason, by } => {
-                store.put_pause(Some((reason, by.or_of_text(reason))))?
-            }
-            Event::Resumed => store.put_pause(None)?,
-            _ => {}
-        }
+        store.follow_pause(&env.event)?;
         store.append_event(key, env, logs)?;
         let end = matches!(env.event, Event::SweepFinished { .. });
         if transition || end {

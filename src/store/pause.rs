@@ -62,6 +62,16 @@ pub fn carry(ended: Option<StoredPause>, can_wait: bool) -> Carry {
 }
 
 impl Store {
+    /// Keep the sweep's pause as the engine's events make and lift it.
+    pub(crate) fn follow_pause(&mut self, event: &crate::event::Event) -> anyhow::Result<()> {
+        use crate::event::Event;
+        match event {
+            Event::Paused { reason, by } => self.put_pause(Some((reason, by.or_of_text(reason)))),
+            Event::Resumed => self.put_pause(None),
+            _ => Ok(()),
+        }
+    }
+
     /// The pause the sweep is in (written as the engine pauses), or none once it resumes.
     pub(crate) fn put_pause(&mut self, pause: Option<(&str, PauseBy)>) -> anyhow::Result<()> {
         match pause {
