@@ -40,7 +40,7 @@ impl Engine {
             return Ok(());
         }
         if let (Some(run), Some(who)) = (cmd.run(), &by) {
-            self.acted.insert(run, who.clone());
+            self.rules.acted.insert(run, who.clone());
         }
         self.carry_out(cmd)
     }
@@ -79,7 +79,7 @@ impl Engine {
         let now = &self.state.run(run).state;
         if let Some(saw) = saw {
             if saw != now {
-                let who = match self.acted.get(&run) {
+                let who = match self.rules.acted.get(&run) {
                     Some(w) if Some(w.as_str()) != by => format!(" by {w}"),
                     Some(_) => String::new(),
                     None => " by the policy".into(),
@@ -143,7 +143,7 @@ impl Engine {
                 self.schedule.clear_backoff(run);
                 // A held run goes back to being held, with its diagnosis: undoing a skip
                 // restores, it never starts an attempt the operator did not ask for.
-                match self.before_skip.remove(&run) {
+                match self.rules.before_skip.remove(&run) {
                     Some(held @ RunState::Held { .. }) => {
                         self.set_state(
                             run,
@@ -161,7 +161,7 @@ impl Engine {
             }
             Command::SkipCategory { category } => {
                 // A rule for the rest of the night, not a one-shot (see `hold`).
-                self.skip_rules.entry(category).or_insert(0);
+                self.rules.skip_rules.entry(category).or_insert(0);
                 let ids: Vec<RunId> = (0..self.state.runs.len() as u32).map(RunId).collect();
                 for id in ids {
                     let r = self.state.run(id);
@@ -186,7 +186,7 @@ impl Engine {
             }
             Command::FixCategory { category, recipe } => {
                 // A rule for the rest of the night, as `S` is (see `hold`).
-                self.fix_rules.insert(category, (recipe.clone(), 0));
+                self.rules.fix_rules.insert(category, (recipe.clone(), 0));
                 let held: Vec<RunId> = (0..self.state.runs.len() as u32)
                     .map(RunId)
                     .filter(|id| {
@@ -283,7 +283,7 @@ impl Engine {
         };
         if crate::model::transition(&st, &to).is_ok() {
             if by == SkipBy::Operator && matches!(st, RunState::Held { .. }) {
-                self.before_skip.insert(run, st);
+                self.rules.before_skip.insert(run, st);
             }
             self.set_state(run, to, Some(reason.into()))?;
         }

@@ -281,7 +281,8 @@ impl Engine {
 
     pub(super) fn queue_fix(&mut self, run: RunId, recipe: &str) -> anyhow::Result<()> {
         let commit = self.plan.runs[run.0 as usize].commit;
-        self.pending_fixes
+        self.rules
+            .pending_fixes
             .entry(run)
             .or_default()
             .push(recipe.to_string());
@@ -289,13 +290,15 @@ impl Engine {
             return Ok(());
         };
         // Spread once per commit, by name: a recipe of steps only has no env to compare.
-        if r.scope != RecipeScope::Commit || !self.commit_recipes.insert((commit, r.name.clone())) {
+        if r.scope != RecipeScope::Commit
+            || !self.rules.commit_recipes.insert((commit, r.name.clone()))
+        {
             return Ok(());
         }
         // Commit-scope workarounds apply to every variant so they stay comparable: variants
         // that already ended without it run again with it.
         let env = r.env.clone();
-        self.commit_env.entry(commit).or_default().extend(env);
+        self.rules.commit_env.entry(commit).or_default().extend(env);
         let siblings: Vec<RunId> = self
             .plan
             .runs
@@ -312,13 +315,15 @@ impl Engine {
                     }
             );
             if self.state.run(id).state == RunState::Queued {
-                self.pending_fixes
+                self.rules
+                    .pending_fixes
                     .entry(id)
                     .or_default()
                     .push(recipe.to_string());
             }
             if ended {
-                self.pending_fixes
+                self.rules
+                    .pending_fixes
                     .entry(id)
                     .or_default()
                     .push(recipe.to_string());

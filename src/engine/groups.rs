@@ -6,6 +6,19 @@ use super::*;
 use crate::failure_kind;
 use std::sync::atomic::Ordering;
 
+/// Held unknown failures and the bound on their wait: how long one may wait with nobody
+/// attached, who is attached, and when each one's wait ends.
+#[derive(Default)]
+pub(super) struct Held {
+    /// How long an unknown failure the operator's policy holds may wait with no client
+    /// attached before it fails and the night goes on (`--alert-held-min`).
+    pub(super) held_limit: Option<Duration>,
+    /// Clients attached to the daemon (None: the operator's TUI runs in this process).
+    pub(super) clients: Option<Arc<std::sync::atomic::AtomicUsize>>,
+    /// Held unknown failures: when their wait ends, for which attempt.
+    pub(super) held_until: HashMap<RunId, (Instant, u32)>,
+}
+
 /// What the operator decided for a group.
 pub(super) enum GroupDecision {
     Skip,
@@ -84,7 +97,7 @@ impl Engine {
     ) -> anyhow::Result<()> {
         // `S` made this category a rule for the night: the run ends, failed then skipped
         // as the operator said, instead of waking them again.
-        if let Some(n) = self.skip_rules.get_mut(&category) {
+        if let Some(n) = self.rules.skip_rules.get_mut(&category) {
             *n += 1;
             let covered = *n;
             self.set_state(
@@ -106,9 +119,11 @@ impl Engine {
         // A fix rule for this category: retried with its recipe, once per run (a run that
         // had it and failed again is held as it would be).
         let had = |r: &str| self.state.run(run).fixes.iter().any(|f| f == r);
-        if let Some((recipe, n)) = self.fix_rules.get(&category).cloned() {
+        if let Some((recipe, n)) = self.rules.fix_rules.get(&category).cloned() {
             if !had(&recipe) {
-                self.fix_rules.insert(category, (recipe.clone(), n + 1));
+                self.rules
+                    .fix_rules
+                    .insert(category, (recipe.clone(), n + 1));
                 // Straight back to the queue: nobody is woken for what the rule decides.
                 self.queue_fix(run, &recipe)?;
                 return self.set_state(
@@ -130,18 +145,19 @@ impl Engine {
     /// someone is attached, so a night nobody watches still ends (the held alert fires at
     /// the same limit).
     pub(super) fn bound_hold(&mut self, run: RunId, _finding: &Finding) {
-        let (Some(limit), true) = (self.held_limit, self.opts.wait_for_operator) else {
+        let (Some(limit), true) = (self.held.held_limit, self.opts.wait_for_operator) else {
             return;
         };
         let attempt = self.state.run(run).attempt;
         let at = Instant::now()
             .checked_add(limit)
             .unwrap_or_else(Instant::now);
-        self.held_until.insert(run, (at, attempt));
+        self.held.held_until.insert(run, (at, attempt));
     }
 
     fn attended(&self) -> bool {
-        self.clients
+        self.held
+            .clients
             .as_ref()
             .is_none_or(|c| c.load(Ordering::Relaxed) > 0)
     }
@@ -151,14 +167,15 @@ impl Engine {
     pub(super) fn expire_holds(&mut self) -> anyhow::Result<()> {
         let now = Instant::now();
         let due: Vec<(RunId, u32)> = self
+            .held
             .held_until
             .iter()
             .filter(|(_, (t, _))| *t <= now)
             .map(|(r, (_, a))| (*r, *a))
             .collect();
-        let limit = self.held_limit.unwrap_or_default();
+        let limit = self.held.held_limit.unwrap_or_default();
         for (run, attempt) in due {
-            self.held_until.remove(&run);
+            self.held.held_until.remove(&run);
             let rec = self.state.run(run);
             let RunState::Held { category } = rec.state else {
                 continue;
@@ -168,7 +185,7 @@ impl Engine {
             }
             if self.attended() {
                 let at = now.checked_add(limit).unwrap_or(now);
-                self.held_until.insert(run, (at, attempt));
+                self.held.held_until.insert(run, (at, attempt));
                 continue;
             }
             let kind = rec.finding.as_ref().map(failure_kind::kind_id_of);

@@ -220,3 +220,24 @@ fn spawn_fetch(
         let _ = done.send((img, result)).await;
     });
 }
+
+/// The engine's end of the image task: the disk budget it is given, the demand it is told
+/// (sent again only when something it depends on changed) and the reports it hears back.
+pub(super) struct Prefetch {
+    pub(super) image_budget: Budget,
+    pub(super) demand_tx: Option<tokio::sync::watch::Sender<Demand>>,
+    pub(super) image_rx: Option<mpsc::Receiver<Report>>,
+    pub(super) demand_dirty: bool,
+}
+
+impl Default for Prefetch {
+    fn default() -> Prefetch {
+        Prefetch {
+            image_budget: Budget::default(),
+            demand_tx: None,
+            image_rx: None,
+            // The first demand is always sent.
+            demand_dirty: true,
+        }
+    }
+}

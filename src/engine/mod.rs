@@ -11,6 +11,7 @@ pub mod logs;
 pub mod offthread;
 mod reference;
 pub mod repeats;
+mod rules;
 mod start;
 
 use crate::category::{Action, Category};
@@ -25,7 +26,7 @@ use crate::rewrite::decisions::Decisions;
 use crate::runtime::{RunEnd, RunJob, RunReport, RunSink, Runtime, RuntimeMsg};
 use crate::scheduler::Schedule;
 use crate::state::SweepState;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -90,12 +91,6 @@ pub struct Engine {
     observers: Vec<Box<dyn Observer>>,
     seq: u64,
     active: HashMap<RunId, Active>,
-    /// Fixes to apply on the next attempt of a run.
-    pending_fixes: HashMap<RunId, Vec<String>>,
-    /// Environment added to every variant of a commit by commit-scope recipes.
-    commit_env: HashMap<usize, BTreeMap<String, String>>,
-    /// Commit-scope recipes already spread to every variant of a commit (by commit index).
-    commit_recipes: HashSet<(usize, String)>,
     /// Plan-time predictions (e.g. the port-binding bug), shown before the night starts.
     predicted: HashMap<RunId, Finding>,
     gpu_ms: u128,
@@ -104,38 +99,21 @@ pub struct Engine {
     cmd_rx: mpsc::UnboundedReceiver<Command>,
     msg_tx: mpsc::Sender<(RunId, u32, RuntimeMsg)>,
     msg_rx: mpsc::Receiver<(RunId, u32, RuntimeMsg)>,
-    /// Images ahead of the GPUs (runtimes that prefetch): the budget, what the engine
-    /// tells the image task and what it hears back (which images a run may start on is
-    /// the schedule's).
-    image_budget: crate::images::Budget,
-    demand_tx: Option<tokio::sync::watch::Sender<images::Demand>>,
-    image_rx: Option<mpsc::Receiver<images::Report>>,
-    demand_dirty: bool,
-    /// How long an unknown failure the operator's policy holds may wait with no client
-    /// attached before it fails and the night goes on (`--alert-held-min`).
-    held_limit: Option<Duration>,
     /// A pause the sweep starts in: the disk watch found a directory below its floor, or
     /// the operator's pause outlived the last daemon (`store::pause`).
     start_paused: Option<(String, PauseBy)>,
-    /// Clients attached to the daemon (None: the operator's TUI runs in this process).
-    clients: Option<Arc<std::sync::atomic::AtomicUsize>>,
-    /// Held unknown failures: when their wait ends, for which attempt.
-    held_until: HashMap<RunId, (Instant, u32)>,
-    /// What the operator's skips replaced (a held run's category): `u` restores it.
-    before_skip: HashMap<RunId, RunState>,
-    /// `S`: categories the operator skips for the rest of the night, with how many runs
-    /// each rule has skipped since.
-    skip_rules: std::collections::BTreeMap<Category, usize>,
-    /// The operator's "fix all of this category tonight" rules: the recipe, and the runs
-    /// it has covered since.
-    fix_rules: std::collections::BTreeMap<Category, (String, usize)>,
     /// Runs ended when adaptive repeats were last considered (see `repeats`).
     repeats_looked_at: Option<(usize, u64)>,
     /// Drift reference runs: when the last was released, the shifts told.
     drift: reference::Drift,
-    /// Who last acted on each run (an operator command's signer), to name them when
-    /// another client's command on the run is refused.
-    acted: HashMap<RunId, String>,
+    /// What the operator (and the recipes) decided that later attempts follow.
+    rules: rules::Rules,
+    /// Images ahead of the GPUs (runtimes that prefetch): the budget, what the engine
+    /// tells the image task and what it hears back (which images a run may start on is
+    /// the schedule's).
+    prefetch: images::Prefetch,
+    /// Held unknown failures, waiting for a client to decide within a bound.
+    held: groups::Held,
 }
 
 /// Where operators send commands to a running engine.
@@ -152,8 +130,10 @@ impl Engine {
         let state = SweepState::for_plan(&plan);
         let recipes = Arc::new(RecipeBook::builtin());
         let engine = Engine {
+            rules: rules::Rules::default(),
+            prefetch: images::Prefetch::default(),
+            held: groups::Held::default(),
             decisions: Arc::default(),
-            acted: HashMap::new(),
             schedule: Schedule::new(plan.clone(), opts.gpus),
             plan,
             runtime,
@@ -165,26 +145,13 @@ impl Engine {
             observers: Vec::new(),
             seq: 0,
             active: HashMap::new(),
-            pending_fixes: HashMap::new(),
-            commit_env: HashMap::new(),
-            commit_recipes: HashSet::new(),
             predicted: HashMap::new(),
             gpu_ms: 0,
             time_scale: 1.0,
             cmd_rx,
             msg_tx,
             msg_rx,
-            image_budget: crate::images::Budget::default(),
-            demand_tx: None,
-            image_rx: None,
-            demand_dirty: true,
-            held_limit: None,
             start_paused: None,
-            clients: None,
-            held_until: HashMap::new(),
-            before_skip: HashMap::new(),
-            skip_rules: Default::default(),
-            fix_rules: Default::default(),
             repeats_looked_at: None,
             drift: Default::default(),
         };
@@ -208,14 +175,14 @@ impl Engine {
     /// a hundredth of the real backoff, at max speed none.
     /// The disk budget for images brought ahead of their runs.
     pub fn with_image_budget(mut self, budget: crate::images::Budget) -> Self {
-        self.image_budget = budget;
+        self.prefetch.image_budget = budget;
         self
     }
 
     /// An unknown failure held because the operator's policy says `operator` for it waits
     /// at most `limit` while no client is attached ([`Engine::count_clients`]), then fails.
     pub fn with_held_limit(mut self, limit: Duration) -> Self {
-        self.held_limit = Some(limit);
+        self.held.held_limit = Some(limit);
         self
     }
 
@@ -239,7 +206,7 @@ impl Engine {
 
     /// The daemon's count of attached clients: nobody attached means nobody to decide.
     pub fn count_clients(&mut self, clients: Arc<std::sync::atomic::AtomicUsize>) {
-        self.clients = Some(clients);
+        self.held.clients = Some(clients);
     }
 
     pub fn with_time_scale(mut self, scale: f64) -> Self {
@@ -326,7 +293,7 @@ impl Engine {
             .get(&run)
             .map(|a| a.gpus.clone())
             .unwrap_or_default();
-        self.demand_dirty = true;
+        self.prefetch.demand_dirty = true;
         self.emit(Event::State {
             run,
             attempt,
@@ -397,14 +364,14 @@ impl Engine {
                 let reference = self.next_reference_due().filter(|t| *t > now);
                 let wake = scheduled
                     .iter()
-                    .chain(self.held_until.values().map(|(t, _)| t))
+                    .chain(self.held.held_until.values().map(|(t, _)| t))
                     .chain(reference.as_ref())
                     .min()
                     .copied()
                     .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
                 tokio::select! {
                     Some((run, attempt, msg)) = self.msg_rx.recv() => self.on_runtime(run, attempt, msg)?,
-                    Some(r) = recv_report(&mut self.image_rx) => self.on_image(r)?,
+                    Some(r) = recv_report(&mut self.prefetch.image_rx) => self.on_image(r)?,
                     Some(cmd) = self.cmd_rx.recv() => {
                         if cmd == Command::Shutdown {
                             shutdown.cancel();
@@ -445,13 +412,13 @@ impl Engine {
         let (tx, rx) = mpsc::channel(1024);
         tokio::spawn(images::run(
             self.runtime.clone(),
-            self.image_budget.clone(),
+            self.prefetch.image_budget.clone(),
             demand_rx,
             tx,
             stop.clone(),
         ));
-        self.demand_tx = Some(demand_tx);
-        self.image_rx = Some(rx);
+        self.prefetch.demand_tx = Some(demand_tx);
+        self.prefetch.image_rx = Some(rx);
         // From now on a run waits for its image to be on the box.
         self.schedule.gate_images();
     }
@@ -558,11 +525,12 @@ impl Engine {
             for f in self.state.run(spec.id).fixes.clone() {
                 if let Some(r) = self.recipes.get(&f) {
                     if r.scope == RecipeScope::Commit {
-                        self.commit_env
+                        self.rules
+                            .commit_env
                             .entry(spec.commit)
                             .or_default()
                             .extend(r.env.clone());
-                        self.commit_recipes.insert((spec.commit, f.clone()));
+                        self.rules.commit_recipes.insert((spec.commit, f.clone()));
                     }
                 }
             }

@@ -41,6 +41,7 @@ impl Engine {
         )?;
         let spec_commit = self.plan.runs[id.0 as usize].commit;
         let mut env = self
+            .rules
             .commit_env
             .get(&spec_commit)
             .cloned()
@@ -48,7 +49,7 @@ impl Engine {
         // Fixes stick to a run: a retry after a fixed attempt must not run on the unfixed
         // image again (the runtime reuses the committed fixed image).
         let mut fixes = self.state.run(id).fixes.clone();
-        for f in self.pending_fixes.remove(&id).unwrap_or_default() {
+        for f in self.rules.pending_fixes.remove(&id).unwrap_or_default() {
             if !fixes.contains(&f) {
                 fixes.push(f);
             }
@@ -189,13 +190,13 @@ impl Engine {
     }
 
     pub(super) fn send_demand(&mut self) {
-        if !self.demand_dirty {
+        if !self.prefetch.demand_dirty {
             return;
         }
-        self.demand_dirty = false;
-        if self.demand_tx.is_some() {
+        self.prefetch.demand_dirty = false;
+        if self.prefetch.demand_tx.is_some() {
             let d = self.demand();
-            if let Some(tx) = &self.demand_tx {
+            if let Some(tx) = &self.prefetch.demand_tx {
                 tx.send_replace(d);
             }
         }
