@@ -36,7 +36,7 @@ pub enum Carry {
 }
 
 /// Words added to a pause carried into a new life (once, however many lives it outlives).
-pub const KEPT: &str = " (kept from the daemon's last run)";
+pub const KEPT: &str = "; kept from the daemon's last run";
 
 /// The start of a new life: the pause the previous life ended in (see
 /// [`Store::ended_pause`]), and whether this life can wait for an operator to lift it (a
