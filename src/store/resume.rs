@@ -236,6 +236,9 @@ pub fn prepare(
 
     let keys: Vec<String> = snap.runs.iter().map(|r| r.key.clone()).collect();
     let mut state = SweepState::new(records.len());
+    // The night began with its first run, in whichever life: its elapsed time counts from
+    // there, not from when a re-queued run starts again.
+    state.started_ms = records.iter().filter_map(|r| r.started_ms).min();
     state.runs = records;
     // A commit's decided invocation stands while the plan gives it the same command.
     let commands = commands_of(plan);
@@ -416,5 +419,74 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(reconstruct(&new, &docs, &d, &opts).1.len(), 1);
+    }
+
+    /// A daemon dies with its first run in flight; the next life re-queues and restarts
+    /// it. The night's elapsed time still counts from that first start.
+    #[test]
+    fn a_resumed_nights_elapsed_time_counts_from_its_first_life() {
+        use crate::model::Stage;
+        let tmp = tempfile::tempdir().unwrap();
+        let plan = crate::plan::synthetic::synthetic_plan_of(4, &["serving"]);
+        let dir = tmp.path().join("store");
+        let t0 = 1_700_000_000_000u64;
+        let env = |seq: u64, at_ms: u64, event: Event| Envelope { seq, at_ms, event };
+        let start = |seq, at, attempt, from: RunState| {
+            env(
+                seq,
+                at,
+                Event::State {
+                    run: RunId(0),
+                    attempt,
+                    from,
+                    to: RunState::Active {
+                        stage: Stage::PreparingImage,
+                    },
+                    detail: None,
+                    gpus: vec![0],
+                    interrupted: false,
+                },
+            )
+        };
+        let sweep_started = |seq, at| {
+            env(
+                seq,
+                at,
+                Event::SweepStarted {
+                    name: "n".into(),
+                    runs: 4,
+                    gpus: 1,
+                    runtime: "sim".into(),
+                },
+            )
+        };
+        {
+            let s = Store::open(&dir, true).unwrap();
+            let (mut obs, _, _) = prepare(s, &plan, &ResumeOptions::default()).unwrap();
+            obs.on_event(&sweep_started(1, t0)).unwrap();
+            obs.on_event(&start(2, t0 + 1_000, 1, RunState::Queued))
+                .unwrap();
+            obs.shared().lock().unwrap().flush().unwrap();
+        }
+        let s = Store::open(&dir, false).unwrap();
+        let (_, mut state, rep) = prepare(s, &plan, &ResumeOptions::default()).unwrap();
+        assert_eq!(rep.interrupted, 1);
+        assert_eq!(state.started_ms, Some(t0 + 1_000));
+        // The next life: its own start, and the interrupted run again.
+        state.apply(&sweep_started(3, t0 + 60_000)).unwrap();
+        let requeue = Event::State {
+            run: RunId(0),
+            attempt: 2,
+            from: state.run(RunId(0)).state.clone(),
+            to: RunState::Queued,
+            detail: Some("interrupted".into()),
+            gpus: vec![],
+            interrupted: true,
+        };
+        state.apply(&env(4, t0 + 60_500, requeue)).unwrap();
+        state
+            .apply(&start(5, t0 + 61_000, 2, RunState::Queued))
+            .unwrap();
+        assert_eq!(state.elapsed_ms(t0 + 70_000, false), Some(69_000));
     }
 }
