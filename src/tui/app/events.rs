@@ -25,20 +25,14 @@ impl App {
                 self.ui.toast = Some(format!("⚑ {}: {} — {}", e.source, e.what, e.outcome));
             }
         }
-        for (run, tab, dropped) in f.lines {
-            if watched != Some(run) || self.ui.log_tab != tab {
-                continue;
-            }
-            // The shown ring moved under the operator: the match and the place they
-            // scrolled to stay on the same lines.
-            if dropped {
-                if let Some(a) = self.ui.search_at.as_mut() {
-                    *a = a.saturating_sub(1);
-                }
-            }
-            if !self.ui.follow {
-                self.ui.log_scroll += 1;
-            }
+        // The shown ring moved under the operator: the match and the place they scrolled
+        // to stay on the same lines.
+        let (added, gone) = f.watched_lines[self.ui.log_tab as usize];
+        if let Some(a) = self.ui.search_at.as_mut() {
+            *a = a.saturating_sub(gone as usize);
+        }
+        if !self.ui.follow {
+            self.ui.log_scroll += added as usize;
         }
         if let (Some((run, to)), true) = (f.moved, self.ui.auto_select) {
             let cur_active = watched.is_some_and(|r| self.night.state.run(r).state.is_active());

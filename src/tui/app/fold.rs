@@ -12,9 +12,10 @@ use crate::report::activity::Entry;
 pub(crate) struct Folded {
     /// The activity entry it made (an operator's action, a policy's decision).
     pub activity: Option<Entry>,
-    /// Lines that went into a run's ring, with the tab and whether the ring's oldest line
-    /// went to make room.
-    pub lines: Vec<(RunId, LogTab, bool)>,
+    /// Lines that went into the watched run's rings, by tab (server, benchmark): how many,
+    /// and how many of the ring's oldest went to make room. Counts, not a list: a log line
+    /// is the hot path, and nothing is allocated for it here.
+    pub watched_lines: [(u32, u32); 2],
     /// A run that changed state, and to what.
     pub moved: Option<(RunId, RunState)>,
     /// A run ended (finished or held): what the night's bands are learned from changed.
@@ -182,7 +183,11 @@ impl Night {
         } else {
             self.lines_in_memory += 1;
         }
-        f.lines.push((run, tab, dropped));
+        if watched == Some(run) {
+            let (added, gone) = &mut f.watched_lines[tab as usize];
+            *added += 1;
+            *gone += u32::from(dropped);
+        }
         while self.lines_in_memory > TOTAL_LINES {
             let Some(old) = self.finished_order.pop_front() else {
                 break;
