@@ -513,6 +513,7 @@ fn an_operators_pause_outlives_a_killed_daemon() {
         let DaemonMsg::Welcome { state, .. } = welcome else {
             panic!("expected a welcome, got {welcome:?}");
         };
+        // Welcomed into the pause, even before the new life's first event.
         let reason = state.paused.clone().unwrap_or_default();
         assert_eq!(state.paused_by, PauseBy::Operator, "{life}: {reason:?}");
         assert_eq!(reason.matches("kept from").count(), 1, "{life}: {reason}");

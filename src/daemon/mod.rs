@@ -166,8 +166,16 @@ pub fn serve(a: RunArgs, background: bool) -> i32 {
                 .then(|| a.runtime.typical_run().mul_f64(a.time_scale).as_millis() as u64),
         };
         let store = obs.shared();
+        // A client may attach before the engine's first event: it is welcomed into the pause
+        // the night starts in, not shown a moment of a running sweep (the engine's own
+        // `Paused` follows, and is what the store keeps).
+        let mut welcome = state;
+        if let Some((reason, by)) = &start_paused {
+            welcome.paused = Some(reason.clone());
+            welcome.paused_by = *by;
+        }
         let hub = server::Hub::new(
-            state,
+            welcome,
             meta,
             plan_text,
             cmds,

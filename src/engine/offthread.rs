@@ -4,7 +4,7 @@
 //!
 //! Ordering and durability stay what they were: events reach the inner observer in the
 //! order the engine emitted them, and a *barrier* event (a state transition, the sweep's
-//! end) is acknowledged only once the inner observer has handled it and everything before
+//! end; for the store also a pause or resume) is acknowledged only once the inner observer has handled it and everything before
 //! it, so the engine still never acts on a transition that is not on disk. Other events
 //! (log lines) are queued, bounded: a disk slower than the runs makes the engine wait
 //! instead of memory grow. An error of the inner observer surfaces on the next event.
@@ -51,13 +51,16 @@ pub fn logs(w: super::logs::LogWriter) -> std::io::Result<Box<dyn Observer>> {
     )?))
 }
 
+/// What the store has before anyone hears of it: a transition, the sweep's end, and the
+/// sweep's pause and resume (a pause is kept across the daemon's lives, `store::pause`: a
+/// client that saw `p` taken must find it kept if the daemon dies the next moment).
+pub fn durable(e: &Event) -> bool {
+    transition(e) || matches!(e, Event::Paused { .. } | Event::Resumed)
+}
+
 /// The store's observer on its own thread.
 pub fn store(o: crate::store::StoreObserver) -> std::io::Result<Box<dyn Observer>> {
-    Ok(Box::new(OffThread::new(
-        "ns-store",
-        Box::new(o),
-        transition,
-    )?))
+    Ok(Box::new(OffThread::new("ns-store", Box::new(o), durable)?))
 }
 
 impl OffThread {
