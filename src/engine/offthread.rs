@@ -54,7 +54,7 @@ pub fn logs(w: super::logs::LogWriter) -> std::io::Result<Box<dyn Observer>> {
 /// What the store has before anyone hears of it: a transition, the sweep's end, and the
 /// sweep's pause and resume (a pause is kept across the daemon's lives, `store::pause`: a
 /// client that saw `p` taken must find it kept if the daemon dies the next moment).
-pub fn durable(e: &Event) -> bool {
+pub(crate) fn durable(e: &Event) -> bool {
     transition(e) || matches!(e, Event::Paused { .. } | Event::Resumed)
 }
 
